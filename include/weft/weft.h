@@ -1,0 +1,271 @@
+/*
+ * weft.h — the C API of weft, a runtime of cooperative user-level threads
+ * for high-concurrency servers on Linux. Usable from C11 and C++20.
+ *
+ * Conventions (one per layer, the same everywhere in this header):
+ *   - Functions that can fail return 0 or a positive error number, exactly
+ *     like pthreads (EINVAL, EPERM, EAGAIN, EBUSY, EDEADLK, ETIMEDOUT ...).
+ *     errno is not touched by them.
+ *   - Time is in nanoseconds of CLOCK_MONOTONIC (weft_now_ns()); timed
+ *     waits take an absolute deadline on that clock.
+ *   - All handles are plain structs the caller owns; static initializers
+ *     exist for every synchronisation object.
+ *
+ * Outside weft_main (a kernel thread that is not running the runtime):
+ *   - thread calls (create, join, detach, yield, exit) return EPERM;
+ *   - weft_sleep_ns falls back to nanosleep(2) of the calling kernel thread;
+ *   - synchronisation objects work while uncontended; an operation that
+ *     would have to wait returns EPERM instead of blocking;
+ *   - weft_now_ns, weft_stats_get (zeros) and the key calls work.
+ *
+ * Threads are cooperative: a thread runs until it blocks in a weft call or
+ * yields. A thread belongs to one vproc (a kernel thread with its own run
+ * queue and timers) for its whole life; synchronisation works across vprocs.
+ */
+#ifndef WEFT_WEFT_H
+#define WEFT_WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#define WEFT_NORETURN [[noreturn]]
+#else
+#define WEFT_NORETURN _Noreturn
+#endif
+
+/* libweft is built with hidden visibility; exactly this API is exported. */
+#pragma GCC visibility push(default)
+
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ */
+/* Runtime                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Runtime options. weft_config_init() fills every field with "unset"; an
+ * unset field takes its value from the environment variable named beside
+ * it, else from the default. */
+typedef struct weft_config {
+    int vprocs;          /* WEFT_VPROCS; default 1. Kernel threads running user threads. */
+    int pin;             /* WEFT_PIN=1; default 0. Pin vproc i to the i-th usable CPU. */
+    size_t stack_size;   /* WEFT_STACK_SIZE (bytes, K/M suffix); default 64 KiB. */
+    const char *policy;  /* WEFT_POLICY; default "fifo". Scheduling policy by name. */
+} weft_config;
+
+/* Fill *cfg with "unset" values (zeros / NULL). */
+void weft_config_init(weft_config *cfg);
+
+/* Start the runtime on the calling kernel thread with fn(arg) as the first
+ * user thread (named "main", on vproc 0). Returns fn's result once every user
+ * thread has finished. If the runtime cannot start, returns -1 with errno set
+ * (EINVAL: bad configuration, EAGAIN: out of resources, EBUSY: the calling
+ * kernel thread is already running weft) and prints the reason on stderr. */
+int weft_main(int (*fn)(void *), void *arg);
+int weft_main_config(const weft_config *cfg, int (*fn)(void *), void *arg);
+
+/* Number of vprocs of the running runtime and the caller's vproc index;
+ * -1 outside weft_main. */
+int weft_vproc_count(void);
+int weft_vproc_self(void);
+
+/* Monotonic time in nanoseconds (CLOCK_MONOTONIC). Works anywhere. */
+uint64_t weft_now_ns(void);
+
+/* ------------------------------------------------------------------ */
+/* Threads                                                             */
+/* ------------------------------------------------------------------ */
+
+/* A thread handle: a reference plus the thread's unique id. A stale handle
+ * (thread joined or detached and gone) is detected: calls return EINVAL. */
+typedef struct weft_thread {
+    void *_tcb;   /* internal: the thread control block */
+    uint64_t _id; /* unique, never reused within a process */
+} weft_thread_t;
+
+typedef struct weft_thread_attr {
+    size_t stack_size; /* 0 = the runtime's default (weft_config.stack_size) */
+    const char *name;  /* copied (up to 31 bytes); NULL = "thread-<id>" */
+    int detached;      /* non-zero: the thread cannot be joined; freed at exit */
+    int home_vproc;    /* -1 = the creator's vproc; else 0 .. vprocs-1 */
+} weft_thread_attr_t;
+
+void weft_thread_attr_init(weft_thread_attr_t *attr);
+
+/* Create a thread running fn(arg). attr may be NULL. Returns 0, EAGAIN when
+ * memory for its stack is exhausted, EINVAL for a bad attribute, EPERM
+ * outside weft_main. */
+int weft_thread_create(weft_thread_t *t, const weft_thread_attr_t *attr,
+                       void *(*fn)(void *), void *arg);
+
+/* Wait for t to finish; *ret (if not NULL) receives its result. EINVAL if t
+ * is detached, already joined or stale; EDEADLK if t is the caller. */
+int weft_thread_join(weft_thread_t t, void **ret);
+int weft_thread_detach(weft_thread_t t);
+weft_thread_t weft_thread_self(void);      /* {NULL, 0} outside weft_main */
+int weft_thread_equal(weft_thread_t a, weft_thread_t b);
+uint64_t weft_thread_id(weft_thread_t t);  /* 0 for an invalid handle */
+/* Copies the name into buf (always NUL-terminated). EINVAL if stale. */
+int weft_thread_getname(weft_thread_t t, char *buf, size_t len);
+int weft_thread_setname(weft_thread_t t, const char *name);
+
+/* End the calling thread with result ret. Thread-specific destructors run;
+ * C++ destructors of frames still on the thread's stack do not (return from
+ * the thread function instead where that matters). Outside weft_main this
+ * aborts: there is no thread to end. */
+WEFT_NORETURN void weft_thread_exit(void *ret);
+
+/* Let other ready threads run. Returns 0, or EPERM outside weft_main. */
+int weft_yield(void);
+
+/* Park the calling thread for at least ns nanoseconds. 0 is a yield. */
+int weft_sleep_ns(uint64_t ns);
+/* Park until weft_now_ns() >= deadline_ns. */
+int weft_sleep_until_ns(uint64_t deadline_ns);
+
+/* ------------------------------------------------------------------ */
+/* Thread-specific data                                                */
+/* ------------------------------------------------------------------ */
+
+#define WEFT_KEYS_MAX 256
+#define WEFT_DESTRUCTOR_ITERATIONS 4
+typedef uint32_t weft_key_t;
+
+/* EAGAIN when WEFT_KEYS_MAX keys exist. */
+int weft_key_create(weft_key_t *key, void (*destructor)(void *));
+int weft_key_delete(weft_key_t key);
+/* EINVAL for a deleted or unknown key, EPERM outside weft_main, ENOMEM. */
+int weft_setspecific(weft_key_t key, const void *value);
+void *weft_getspecific(weft_key_t key); /* NULL if unset or invalid */
+
+/* ------------------------------------------------------------------ */
+/* Synchronisation. Every waiter is woken in FIFO order.               */
+/* ------------------------------------------------------------------ */
+
+enum weft_mutex_kind {
+    WEFT_MUTEX_NORMAL = 0,     /* relock by the owner deadlocks (reported) */
+    WEFT_MUTEX_ERRORCHECK = 1, /* relock: EDEADLK; unlock by non-owner: EPERM */
+    WEFT_MUTEX_RECURSIVE = 2   /* the owner may relock; unlock as often */
+};
+
+typedef struct weft_mutex { uint64_t _opaque[4]; } weft_mutex_t;
+#define WEFT_MUTEX_INITIALIZER {{0, 0, 0, 0}}
+#define WEFT_MUTEX_ERRORCHECK_INITIALIZER {{1, 0, 0, 0}}
+#define WEFT_MUTEX_RECURSIVE_INITIALIZER {{2, 0, 0, 0}}
+
+int weft_mutex_init(weft_mutex_t *m, int kind);
+int weft_mutex_lock(weft_mutex_t *m);
+int weft_mutex_timedlock(weft_mutex_t *m, uint64_t deadline_ns);
+int weft_mutex_trylock(weft_mutex_t *m);   /* EBUSY when held */
+int weft_mutex_unlock(weft_mutex_t *m);    /* EPERM when not the owner */
+int weft_mutex_destroy(weft_mutex_t *m);   /* EBUSY when held or waited on */
+
+typedef struct weft_cond { uint64_t _opaque[3]; } weft_cond_t;
+#define WEFT_COND_INITIALIZER {{0, 0, 0}}
+
+int weft_cond_init(weft_cond_t *c);
+/* EPERM if the caller does not hold m. */
+int weft_cond_wait(weft_cond_t *c, weft_mutex_t *m);
+/* ETIMEDOUT once weft_now_ns() >= deadline_ns; m is held again either way. */
+int weft_cond_timedwait(weft_cond_t *c, weft_mutex_t *m, uint64_t deadline_ns);
+int weft_cond_signal(weft_cond_t *c);
+int weft_cond_broadcast(weft_cond_t *c);
+int weft_cond_destroy(weft_cond_t *c);     /* EBUSY when waited on */
+
+/* Readers-writer lock, FIFO: a reader arriving after a waiting writer waits
+ * behind it, so neither side starves. */
+typedef struct weft_rwlock { uint64_t _opaque[4]; } weft_rwlock_t;
+#define WEFT_RWLOCK_INITIALIZER {{0, 0, 0, 0}}
+
+int weft_rwlock_init(weft_rwlock_t *l);
+int weft_rwlock_rdlock(weft_rwlock_t *l);
+int weft_rwlock_tryrdlock(weft_rwlock_t *l); /* EBUSY */
+int weft_rwlock_wrlock(weft_rwlock_t *l);    /* EDEADLK if the caller writes it */
+int weft_rwlock_trywrlock(weft_rwlock_t *l); /* EBUSY */
+int weft_rwlock_unlock(weft_rwlock_t *l);    /* EPERM if not held */
+int weft_rwlock_destroy(weft_rwlock_t *l);   /* EBUSY when held or waited on */
+
+/* Counting semaphore. Unlike sem_wait(3) these return an error number. */
+typedef struct weft_sem { uint64_t _opaque[3]; } weft_sem_t;
+#define WEFT_SEM_INITIALIZER(value) {{(uint64_t)(value) << 32, 0, 0}}
+#define WEFT_SEM_VALUE_MAX 0x7fffffffu
+
+int weft_sem_init(weft_sem_t *s, unsigned value); /* EINVAL > VALUE_MAX */
+int weft_sem_wait(weft_sem_t *s);
+int weft_sem_trywait(weft_sem_t *s);              /* EAGAIN when zero */
+int weft_sem_timedwait(weft_sem_t *s, uint64_t deadline_ns);
+int weft_sem_post(weft_sem_t *s);                 /* EOVERFLOW at VALUE_MAX */
+int weft_sem_getvalue(weft_sem_t *s, int *value);
+int weft_sem_destroy(weft_sem_t *s);              /* EBUSY when waited on */
+
+typedef struct weft_barrier { uint64_t _opaque[4]; } weft_barrier_t;
+#define WEFT_BARRIER_SERIAL_THREAD (-1)
+
+int weft_barrier_init(weft_barrier_t *b, unsigned count); /* EINVAL if 0 */
+/* WEFT_BARRIER_SERIAL_THREAD for exactly one thread of each round, 0 for
+ * the others, or an error number (> 0). */
+int weft_barrier_wait(weft_barrier_t *b);
+int weft_barrier_destroy(weft_barrier_t *b);             /* EBUSY mid-round */
+
+typedef struct weft_once { uint64_t _opaque[3]; } weft_once_t;
+#define WEFT_ONCE_INIT {{0, 0, 0}}
+
+/* Run fn exactly once for *o; concurrent callers wait until it returned. */
+int weft_once(weft_once_t *o, void (*fn)(void));
+
+/* ------------------------------------------------------------------ */
+/* Introspection                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Why a thread parked. Every blocking operation parks through one path and
+ * is counted under one of these reasons. */
+enum weft_park_reason {
+    WEFT_PARK_SLEEP = 0,
+    WEFT_PARK_JOIN,
+    WEFT_PARK_MUTEX,
+    WEFT_PARK_COND,
+    WEFT_PARK_RWLOCK,
+    WEFT_PARK_SEM,
+    WEFT_PARK_BARRIER,
+    WEFT_PARK_ONCE,
+    WEFT_PARK_IO,
+    WEFT_PARK_OFFLOAD,
+    WEFT_PARK_OTHER,
+    WEFT_PARK_REASON_COUNT
+};
+
+/* Name of a park reason ("sleep", "mutex", ...), "?" if out of range. */
+const char *weft_park_reason_name(int reason);
+
+typedef struct weft_stats {
+    uint64_t switches;         /* context switches made */
+    uint64_t yields;           /* weft_yield calls that switched */
+    uint64_t threads_created;  /* threads created whose home is this vproc */
+    uint64_t threads_exited;   /* threads that finished here */
+    uint64_t threads_live;     /* created minus exited (summed: threads alive) */
+    uint64_t parks[WEFT_PARK_REASON_COUNT]; /* parks by reason */
+    uint64_t remote_wakeups;   /* threads handed in from another vproc */
+    uint64_t timers_fired;     /* deadlines that expired */
+    uint64_t idle_sleeps;      /* times the vproc slept with nothing to run */
+    uint64_t stacks_mapped;    /* stacks carved from fresh memory */
+    uint64_t stacks_reused;    /* stacks taken from the vproc's free list */
+    uint64_t stacks_released;  /* stacks whose pages were given back (madvise) */
+    uint64_t stacks_guarded;   /* stacks protected by a guard page */
+} weft_stats_t;
+
+/* vproc >= 0: that vproc's counters; -1: the sum over all vprocs. EINVAL for
+ * a vproc that does not exist; outside weft_main: zeros, and 0 for vproc -1.
+ * Counters are read without stopping the vprocs: each is exact, the set is
+ * a snapshot in motion. */
+int weft_stats_get(int vproc, weft_stats_t *out);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_WEFT_H */

@@ -1,0 +1,221 @@
+// weft_main: configuration, vproc kernel threads, start and shutdown.
+#include "core/runtime.hpp"
+
+#include <sched.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace weft::detail {
+
+int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr, void *(*fn)(void *), void *arg);
+
+Runtime::Runtime(const RuntimeConfig &c) : cfg(c), smp(c.vprocs > 1) {
+    for (int i = 0; i < cfg.vprocs; ++i) vprocs.push_back(std::make_unique<Vproc>(this, i, smp, regions));
+}
+
+// Vprocs hold stack pools that point into `regions`: destroy them first.
+Runtime::~Runtime() { vprocs.clear(); }
+
+namespace {
+
+constexpr int kMaxVprocs = 1024;
+
+[[nodiscard]] bool config_error(const char *fmt, const char *value) {
+    std::fprintf(stderr, "weft: ");
+    std::fprintf(stderr, fmt, value);
+    std::fprintf(stderr, "\n");
+    errno = EINVAL;
+    return false;
+}
+
+// "65536", "64K", "1M": bytes. False on anything else.
+bool parse_size(const char *s, size_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = std::strtoull(s, &end, 10);
+    if (errno || end == s) return false;
+    if (*end == 'K' || *end == 'k') v <<= 10, ++end;
+    else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+    if (*end) return false;
+    *out = static_cast<size_t>(v);
+    return true;
+}
+
+bool resolve_config(const weft_config *user, RuntimeConfig *out) {
+    weft_config c;
+    weft_config_init(&c);
+    if (user) c = *user;
+
+    out->vprocs = c.vprocs;
+    if (out->vprocs == 0) {
+        out->vprocs = 1;
+        if (const char *e = std::getenv("WEFT_VPROCS"); e && *e) {
+            char *end;
+            long v = std::strtol(e, &end, 10);
+            if (*end || v < 1 || v > kMaxVprocs) return config_error("WEFT_VPROCS=%s: expected 1..1024", e);
+            out->vprocs = static_cast<int>(v);
+        }
+    }
+    if (out->vprocs < 1 || out->vprocs > kMaxVprocs) return config_error("vprocs %s: expected 1..1024", "out of range");
+
+    out->pin = c.pin != 0;
+    if (!c.pin)
+        if (const char *e = std::getenv("WEFT_PIN"); e && *e) out->pin = std::strcmp(e, "0") != 0;
+
+    out->stack_size = c.stack_size;
+    if (!out->stack_size) {
+        out->stack_size = kDefaultStackSize;
+        if (const char *e = std::getenv("WEFT_STACK_SIZE"); e && *e && !parse_size(e, &out->stack_size))
+            return config_error("WEFT_STACK_SIZE=%s: expected bytes, e.g. 65536, 64K or 1M", e);
+    }
+    if (out->stack_size < kMinStackSize || out->stack_size > kMaxStackSize)
+        return config_error("stack size %s: expected 16K .. 1G", "out of range");
+
+    const char *policy = c.policy;
+    if (!policy) policy = std::getenv("WEFT_POLICY");
+    if (policy && *policy) {
+        out->policy = find_policy(policy);
+        if (!out->policy) {
+            std::fprintf(stderr, "weft: unknown scheduling policy '%s' (known: %s)\n", policy, policy_names());
+            errno = EINVAL;
+            return false;
+        }
+    }
+    return true;
+}
+
+void pin_to_cpu(int index) {
+    cpu_set_t usable;
+    if (sched_getaffinity(0, sizeof usable, &usable) != 0) return;
+    int n = CPU_COUNT(&usable);
+    if (n == 0) return;
+    int want = index % n;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (!CPU_ISSET(cpu, &usable)) continue;
+        if (want-- == 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+
+// The loop context runs on the kernel thread's stack; ASan needs its bounds.
+void bind_kernel_thread(Vproc *vp) {
+    tls_vproc = vp;
+    vp->errno_loc = &errno; // errno is per kernel thread: its address never changes
+    pthread_attr_t a;
+    if (pthread_getattr_np(pthread_self(), &a) == 0) {
+        void *lo;
+        size_t size;
+        if (pthread_attr_getstack(&a, &lo, &size) == 0) {
+            vp->loop.stack.lo = static_cast<char *>(lo);
+            vp->loop.stack.size = size;
+        }
+        pthread_attr_destroy(&a);
+    }
+    vproc_signal_stack_init(vp);
+    if (vp->rt->cfg.pin) pin_to_cpu(vp->index);
+}
+
+void unbind_kernel_thread(Vproc *vp) {
+    vproc_signal_stack_fini(vp);
+    tls_vproc = nullptr;
+}
+
+void *vproc_main(void *p) {
+    auto *vp = static_cast<Vproc *>(p);
+    bind_kernel_thread(vp);
+    vp->run_loop();
+    unbind_kernel_thread(vp);
+    return nullptr;
+}
+
+struct MainArg {
+    Runtime *rt;
+    int (*fn)(void *);
+    void *arg;
+};
+
+void *main_entry(void *p) {
+    auto *m = static_cast<MainArg *>(p);
+    m->rt->main_result = m->fn(m->arg);
+    return nullptr;
+}
+
+} // namespace
+} // namespace weft::detail
+
+using namespace weft::detail;
+
+extern "C" {
+
+void weft_config_init(weft_config *cfg) {
+    if (!cfg) return;
+    std::memset(cfg, 0, sizeof *cfg);
+}
+
+int weft_main(int (*fn)(void *), void *arg) { return weft_main_config(nullptr, fn, arg); }
+
+int weft_main_config(const weft_config *user, int (*fn)(void *), void *arg) {
+    if (!fn) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (tls_vproc) {
+        std::fprintf(stderr, "weft: weft_main called from a thread already running weft\n");
+        errno = EBUSY;
+        return -1;
+    }
+    RuntimeConfig cfg;
+    if (!resolve_config(user, &cfg)) return -1;
+    install_signal_handlers();
+
+    auto rt = std::make_unique<Runtime>(cfg);
+    Vproc *vp0 = rt->vprocs[0].get();
+    bind_kernel_thread(vp0);
+
+    MainArg m{rt.get(), fn, arg};
+    weft_thread_attr_t attr;
+    weft_thread_attr_init(&attr);
+    attr.name = "main";
+    attr.detached = 1;
+    if (int e = create_thread(vp0, nullptr, &attr, main_entry, &m)) {
+        unbind_kernel_thread(vp0);
+        std::fprintf(stderr, "weft: cannot create the main thread: %s\n", std::strerror(e));
+        errno = e;
+        return -1;
+    }
+
+    size_t started = 1;
+    for (; started < rt->vprocs.size(); ++started) {
+        Vproc *vp = rt->vprocs[started].get();
+        if (int e = pthread_create(&vp->kthread, nullptr, vproc_main, vp)) {
+            // Runs on fewer vprocs would silently change the program's
+            // behaviour; this cannot be undone safely once threads may have
+            // been scheduled there, so it is fatal.
+            fatal("cannot start vproc %zu: %s", started, std::strerror(e));
+        }
+    }
+    vp0->run_loop();
+    for (size_t i = 1; i < rt->vprocs.size(); ++i) pthread_join(rt->vprocs[i]->kthread, nullptr);
+    unbind_kernel_thread(vp0);
+    return rt->main_result;
+}
+
+int weft_vproc_count(void) {
+    Vproc *vp = tls_vproc;
+    return vp ? static_cast<int>(vp->rt->vprocs.size()) : -1;
+}
+
+int weft_vproc_self(void) {
+    Vproc *vp = tls_vproc;
+    return vp ? vp->index : -1;
+}
+
+} // extern "C"

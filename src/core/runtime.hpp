@@ -1,0 +1,57 @@
+// One running instance of weft: created by weft_main, gone when it returns.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "core/vproc.hpp"
+#include "stack/provider.hpp"
+
+namespace weft::detail {
+
+struct RuntimeConfig {
+    int vprocs = 1;
+    bool pin = false;
+    size_t stack_size = kDefaultStackSize;
+    const PolicyOps *policy = &kFifoPolicy;
+};
+
+struct Runtime {
+    explicit Runtime(const RuntimeConfig &cfg);
+    ~Runtime();
+
+    const RuntimeConfig cfg;
+    const bool smp;                    // cfg.vprocs > 1
+    StackRegions regions;              // address space for every vproc's stacks
+    std::vector<std::unique_ptr<Vproc>> vprocs;
+    std::atomic<int64_t> live{0};      // threads created and not yet reaped
+    std::atomic<bool> stopping{false}; // set when live drops to 0
+    int main_result = 0;
+
+    void thread_started() {
+        if (smp) live.fetch_add(1, std::memory_order_relaxed);
+        else live.store(live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    void thread_ended() {
+        int64_t left;
+        if (smp) left = live.fetch_sub(1, std::memory_order_acq_rel) - 1;
+        else live.store(left = live.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        if (left == 0) stop();
+    }
+    void stop();
+};
+
+// Thread-lifecycle internals shared by core/ files.
+void release_thread(Tcb *t);         // invalidate the handle, free the stack
+void run_tsd_destructors(Tcb *t);    // core/keys.cc
+void free_tsd(Tcb *t);
+
+[[noreturn]] void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void fatal_thread(const Tcb *t, const char *what);
+void install_signal_handlers();      // once per process
+void vproc_signal_stack_init(Vproc *vp);
+void vproc_signal_stack_fini(Vproc *vp);
+
+} // namespace weft::detail

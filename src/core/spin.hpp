@@ -1,0 +1,47 @@
+// A one-byte spin lock that costs nothing on a single vproc.
+//
+// weft threads are cooperative, so on one vproc no two threads ever run a
+// critical section at the same time and no lock is needed at all. With
+// several vprocs, synchronisation objects and thread join state are guarded
+// by this lock. Whether it is real is decided once per runtime (Vproc::smp)
+// and passed in by the caller, who already has the vproc at hand.
+//
+// Rule: nothing parks, yields or switches while holding a Spin. Sections are
+// a handful of loads and stores, so spinning is always short.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace weft::detail {
+
+class Spin {
+public:
+    void lock(bool smp) noexcept {
+        if (!smp) return;
+        while (flag_.exchange(1, std::memory_order_acquire)) {
+            while (flag_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+        }
+    }
+    void unlock(bool smp) noexcept {
+        if (smp) flag_.store(0, std::memory_order_release);
+    }
+
+private:
+    std::atomic<uint8_t> flag_{0};
+};
+static_assert(sizeof(Spin) == 1);
+
+class SpinGuard {
+public:
+    SpinGuard(Spin &s, bool smp) noexcept : s_(s), smp_(smp) { s_.lock(smp_); }
+    ~SpinGuard() { s_.unlock(smp_); }
+    SpinGuard(const SpinGuard &) = delete;
+    SpinGuard &operator=(const SpinGuard &) = delete;
+
+private:
+    Spin &s_;
+    bool smp_;
+};
+
+} // namespace weft::detail

@@ -1,0 +1,77 @@
+// The thread control block. It lives at the top of the thread's own stack
+// (one allocation per thread, and the page an idle thread touches anyway), so
+// an idle thread costs one page plus page-table entries.
+//
+// Ownership of fields, which is what makes cross-vproc operation safe:
+//  - ctx, state transitions Running<->Ready/Parked, timer, saved_errno, tsd,
+//    stack: only the home vproc (the thread itself or its scheduler).
+//  - wq_prev/wq_next/waiting_on: the lock of the wait queue it is parked on.
+//  - wake_result and the Parked->Ready transition: whoever removes it from
+//    that queue (under the queue's lock), or its own timer — exactly one
+//    waker per park (see core/park.hpp).
+//  - joiner/detached/exited/joined: join_lock.
+#pragma once
+
+#include <cstdint>
+
+#include "arch/context.hpp"
+#include "core/spin.hpp"
+#include "core/timer.hpp"
+#include "stack/provider.hpp"
+
+namespace weft::detail {
+
+struct Vproc;
+struct WaitQueue;
+
+enum class ThreadState : uint8_t {
+    Ready,   // in a run queue or an inbox
+    Running, // the current thread of its vproc
+    Parked,  // waiting for exactly one wake-up
+    Dead,    // finished; stack kept until joined (or freed if detached)
+};
+
+struct TsdSlot {
+    uint64_t seq;  // key generation this value belongs to
+    void *value;
+};
+
+inline constexpr uint32_t kTcbMagic = 0x77656674; // "weft"
+inline constexpr size_t kThreadNameMax = 32;
+
+struct Tcb {
+    Context ctx;                 // saved stack pointer; first member (asm takes &ctx)
+    Vproc *vp = nullptr;         // home vproc: where it runs, where wake-ups go
+    Tcb *next = nullptr;         // run-queue or inbox link
+    Tcb *wq_prev = nullptr;      // wait-queue links (guarded by the queue's lock)
+    Tcb *wq_next = nullptr;
+    WaitQueue *waiting_on = nullptr; // queue it is parked on; cleared by the waker
+    Spin *wait_lock = nullptr;   // that queue's lock; stable for the whole park
+    uintptr_t wait_data = 0;     // what the queue's owner needs (e.g. reader/writer)
+    uint64_t id = 0;             // unique in the process, never reused
+    uint32_t magic = 0;          // kTcbMagic while the handle is valid
+    ThreadState state = ThreadState::Ready;
+    uint8_t park_reason = 0;     // weft_park_reason of the current/last park
+    bool detached = false;       // join_lock
+    bool exited = false;         // join_lock: off its stack for good
+    bool joined = false;         // join_lock: a joiner has claimed it
+    int saved_errno = 0;         // errno of this thread while switched out
+    int wake_result = 0;         // set by the waker: 0, ETIMEDOUT, ...
+    const void *park_site = nullptr; // where it last blocked (blocking-site id)
+    Timer timer;                 // park deadline (sleep, timed waits, I/O)
+    Spin join_lock;
+    Tcb *joiner = nullptr;       // join_lock: thread waiting in join
+    void *retval = nullptr;      // result, valid once exited
+    void *(*fn)(void *) = nullptr; // entry function and argument
+    void *arg = nullptr;
+    Stack stack;                 // the stack this TCB sits on top of
+    TsdSlot *tsd = nullptr;      // thread-specific values, grown on demand
+    uint32_t tsd_len = 0;
+    char name[kThreadNameMax] = {};
+};
+
+inline Tcb *tcb_of_timer(Timer *t) {
+    return reinterpret_cast<Tcb *>(reinterpret_cast<char *>(t) - offsetof(Tcb, timer));
+}
+
+} // namespace weft::detail

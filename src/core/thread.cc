@@ -1,0 +1,245 @@
+// Thread lifecycle: create, start, exit, join, detach; yield and sleep.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "core/park.hpp"
+#include "core/runtime.hpp"
+
+namespace weft::detail {
+
+namespace {
+
+Tcb *resolve(weft_thread_t h) {
+    auto *t = static_cast<Tcb *>(h._tcb);
+    if (!t || t->magic != kTcbMagic || t->id != h._id) return nullptr;
+    return t;
+}
+
+[[noreturn]] void finish_thread(Vproc *vp, Tcb *self, void *ret) {
+    run_tsd_destructors(self);
+    free_tsd(self);
+    self->retval = ret;
+    vp = tls_vproc; // destructors may have parked; still the home vproc
+    vp->stats.exited.add();
+    // A joiner on this vproc can be made ready now: it cannot run, and so
+    // cannot free this stack, before we have switched off it. That lets us
+    // switch straight to it instead of through the loop (create+join: two
+    // switches, not three). Anything else waits for reap_dead.
+    {
+        SpinGuard g(self->join_lock, vp->smp);
+        if (self->joiner && self->joiner->vp == vp) {
+            self->exited = true;
+            wake(self->joiner, 0);
+        }
+    }
+    self->state = ThreadState::Dead;
+    vp->dead = self;
+    Tcb *next = vp->pick_next();
+    vp->switch_to(self, next ? next : &vp->loop);
+    __builtin_unreachable();
+}
+
+// First frame of every thread, entered through weft_ctx_trampoline.
+void thread_start(void *p) {
+    auto *self = static_cast<Tcb *>(p);
+    FiberSwitch first; // no fake stack to restore on a fresh stack
+    first.finish();
+    Vproc *vp = tls_vproc;
+    if (vp->dead) vp->reap_dead();
+    errno = 0;
+    void *ret;
+    try {
+        ret = self->fn(self->arg);
+    } catch (...) {
+        fatal_thread(self, "uncaught C++ exception");
+    }
+    finish_thread(vp, self, ret);
+}
+
+// An unnamed thread keeps name[0] == 0 and is shown as "thread-<id>":
+// formatting a name at every creation would cost more than the creation.
+void set_name(Tcb *t, const char *name) {
+    if (name) {
+        std::strncpy(t->name, name, kThreadNameMax - 1);
+        t->name[kThreadNameMax - 1] = 0;
+    } else {
+        t->name[0] = 0;
+    }
+}
+
+} // namespace
+
+void release_thread(Tcb *t) {
+    t->magic = 0; // stale handles now fail to resolve
+    tls_vproc->stacks.release(t->stack);
+}
+
+int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr, void *(*fn)(void *),
+                  void *arg) {
+    Runtime *rt = vp->rt;
+    size_t want = attr && attr->stack_size ? attr->stack_size : rt->cfg.stack_size;
+    if (want > kMaxStackSize) return EINVAL;
+    int home = attr ? attr->home_vproc : -1;
+    if (home < -1 || home >= static_cast<int>(rt->vprocs.size())) return EINVAL;
+    Vproc *target = home < 0 ? vp : rt->vprocs[static_cast<size_t>(home)].get();
+
+    Stack st;
+    if (!vp->stacks.alloc(round_stack_size(want), &st)) return EAGAIN;
+    // The TCB takes the top of the stack, cache-line aligned; the thread's
+    // frames grow down from just below it.
+    auto top = reinterpret_cast<uintptr_t>(st.hi()) - sizeof(Tcb);
+    top &= ~uintptr_t{63};
+    Tcb *t = new (reinterpret_cast<void *>(top)) Tcb;
+    t->vp = target;
+    t->id = vp->next_thread_id();
+    t->magic = kTcbMagic;
+    t->detached = attr && attr->detached;
+    t->fn = fn;
+    t->arg = arg;
+    t->stack = st;
+    set_name(t, attr ? attr->name : nullptr);
+    context_init(&t->ctx, t, thread_start, t);
+
+    rt->thread_started();
+    vp->stats.created.add();
+    if (out) *out = weft_thread_t{t, t->id};
+    t->state = ThreadState::Ready;
+    if (target == vp) vp->enqueue_local(t);
+    else target->push_remote(t);
+    return 0;
+}
+
+} // namespace weft::detail
+
+using namespace weft::detail;
+
+extern "C" {
+
+void weft_thread_attr_init(weft_thread_attr_t *attr) {
+    if (!attr) return;
+    attr->stack_size = 0;
+    attr->name = nullptr;
+    attr->detached = 0;
+    attr->home_vproc = -1;
+}
+
+int weft_thread_create(weft_thread_t *t, const weft_thread_attr_t *attr, void *(*fn)(void *), void *arg) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return EPERM;
+    if (!t && !(attr && attr->detached)) return EINVAL; // a joinable thread nobody could join
+    if (!fn) return EINVAL;
+    return create_thread(vp, t, attr, fn, arg);
+}
+
+int weft_thread_join(weft_thread_t h, void **ret) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return EPERM;
+    Tcb *t = resolve(h);
+    if (!t) return EINVAL;
+    Tcb *self = vp->current;
+    if (t == self) return EDEADLK;
+    t->join_lock.lock(vp->smp);
+    if (t->detached || t->joined) {
+        t->join_lock.unlock(vp->smp);
+        return EINVAL;
+    }
+    t->joined = true;
+    if (!t->exited) {
+        t->joiner = self;
+        self->state = ThreadState::Parked; // before unlocking: the reaper may wake us at once
+        t->join_lock.unlock(vp->smp);
+        park(vp, WEFT_PARK_JOIN, WEFT_SITE(), 0);
+    } else {
+        t->join_lock.unlock(vp->smp);
+    }
+    if (ret) *ret = t->retval;
+    release_thread(t);
+    return 0;
+}
+
+int weft_thread_detach(weft_thread_t h) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return EPERM;
+    Tcb *t = resolve(h);
+    if (!t) return EINVAL;
+    t->join_lock.lock(vp->smp);
+    if (t->detached || t->joined) {
+        t->join_lock.unlock(vp->smp);
+        return EINVAL;
+    }
+    bool gone = t->exited;
+    t->detached = true;
+    t->join_lock.unlock(vp->smp);
+    if (gone) release_thread(t);
+    return 0;
+}
+
+weft_thread_t weft_thread_self(void) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return weft_thread_t{nullptr, 0};
+    return weft_thread_t{vp->current, vp->current->id};
+}
+
+int weft_thread_equal(weft_thread_t a, weft_thread_t b) { return a._id == b._id && a._tcb == b._tcb; }
+
+uint64_t weft_thread_id(weft_thread_t h) {
+    Tcb *t = resolve(h);
+    return t ? t->id : 0;
+}
+
+int weft_thread_getname(weft_thread_t h, char *buf, size_t len) {
+    Tcb *t = resolve(h);
+    if (!t || !buf || !len) return EINVAL;
+    if (t->name[0]) std::snprintf(buf, len, "%s", t->name);
+    else std::snprintf(buf, len, "thread-%llu", static_cast<unsigned long long>(t->id));
+    return 0;
+}
+
+int weft_thread_setname(weft_thread_t h, const char *name) {
+    Tcb *t = resolve(h);
+    if (!t || !name) return EINVAL;
+    set_name(t, name);
+    return 0;
+}
+
+void weft_thread_exit(void *ret) {
+    Vproc *vp = tls_vproc;
+    if (!vp) fatal("weft_thread_exit called outside weft_main");
+    finish_thread(vp, vp->current, ret);
+}
+
+int weft_yield(void) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return EPERM;
+    Tcb *self = vp->current;
+    vp->stats.yields.add();
+    self->state = ThreadState::Ready;
+    vp->enqueue_local(self);
+    vp->schedule();
+    return 0;
+}
+
+int weft_sleep_until_ns(uint64_t deadline_ns) {
+    Vproc *vp = tls_vproc;
+    if (!vp) {
+        timespec ts{static_cast<time_t>(deadline_ns / 1000000000u), static_cast<long>(deadline_ns % 1000000000u)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+        }
+        return 0;
+    }
+    if (deadline_ns <= now_ns()) return weft_yield();
+    vp->current->state = ThreadState::Parked;
+    park(vp, WEFT_PARK_SLEEP, WEFT_SITE(), deadline_ns);
+    return 0;
+}
+
+int weft_sleep_ns(uint64_t ns) {
+    if (ns == 0) return tls_vproc ? weft_yield() : 0;
+    return weft_sleep_until_ns(now_ns() + ns);
+}
+
+uint64_t weft_now_ns(void) { return now_ns(); }
+
+} // extern "C"

@@ -1,0 +1,150 @@
+#include "core/vproc.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/park.hpp"
+#include "core/runtime.hpp"
+
+namespace weft::detail {
+
+constinit thread_local Vproc *tls_vproc __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+// Thread ids come from one process-wide counter, a block at a time, so
+// creation does no atomic operation in the common case.
+constexpr uint64_t kIdBlock = 1024;
+std::atomic<uint64_t> g_next_id_block{1};
+
+long futex(std::atomic<uint32_t> *word, int op, uint32_t val, const timespec *ts) {
+    return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op, val, ts, nullptr, 0);
+}
+
+} // namespace
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions)
+    : rt(rt_), index(index_), smp(smp_), pol(rt_->cfg.policy), pol_state(pol->create(this)),
+      stacks(regions) {
+    loop.vp = this;
+    loop.state = ThreadState::Running;
+    loop.stack.guarded = true; // the kernel thread's own stack: no canary to check
+    loop.id = 0;
+    std::snprintf(loop.name, sizeof loop.name, "vproc-%d-loop", index);
+    current = &loop;
+}
+
+Vproc::~Vproc() { pol->destroy(pol_state); }
+
+uint64_t Vproc::next_thread_id() {
+    if (id_next == id_end) {
+        id_next = g_next_id_block.fetch_add(kIdBlock, std::memory_order_relaxed);
+        id_end = id_next + kIdBlock;
+    }
+    return id_next++;
+}
+
+void Vproc::run_loop() {
+    for (;;) {
+        poll();
+        if (Tcb *next = pol->pick(pol_state)) {
+            poll_countdown = kPollInterval;
+            switch_to(&loop, next);
+            continue;
+        }
+        if (rt->stopping.load(std::memory_order_acquire)) break;
+        idle_wait();
+    }
+}
+
+void Vproc::poll() {
+    for (Tcb *t = inbox.drain(); t;) {
+        Tcb *n = t->next;
+        stats.remote_wakeups.add();
+        enqueue_local(t);
+        t = n;
+    }
+    if (!timers.empty()) stats.timers_fired.add(timers.expire(now_ns()));
+}
+
+// Sleep until the next timer, a push into the inbox, or the runtime stopping.
+// The handshake with notify(): we publish sleeping=1 and then look at the
+// inbox; a pusher publishes its push and then looks at sleeping. Both are
+// seq_cst, so at least one of us sees the other: no lost wake-up.
+void Vproc::idle_wait() {
+    uint64_t deadline = timers.next_deadline();
+    sleeping.store(1, std::memory_order_seq_cst);
+    if (!inbox.empty() || rt->stopping.load(std::memory_order_seq_cst)) {
+        sleeping.store(0, std::memory_order_relaxed);
+        return;
+    }
+    stats.idle_sleeps.add();
+    timespec ts, *tsp = nullptr;
+    if (deadline != UINT64_MAX) {
+        uint64_t now = now_ns();
+        uint64_t rel = deadline > now ? deadline - now : 0;
+        ts.tv_sec = static_cast<time_t>(rel / 1000000000u);
+        ts.tv_nsec = static_cast<long>(rel % 1000000000u);
+        tsp = &ts;
+    }
+    if (!tsp || ts.tv_sec || ts.tv_nsec) futex(&sleeping, FUTEX_WAIT_PRIVATE, 1, tsp);
+    sleeping.store(0, std::memory_order_relaxed);
+}
+
+void Vproc::notify() {
+    if (sleeping.load(std::memory_order_seq_cst)) {
+        sleeping.store(0, std::memory_order_relaxed);
+        futex(&sleeping, FUTEX_WAKE_PRIVATE, 1, nullptr);
+    }
+}
+
+// Runs in the context that followed the dead thread, which is off its stack.
+void Vproc::reap_dead() {
+    Tcb *d = dead;
+    dead = nullptr;
+    bool free_now = false;
+    Tcb *joiner = nullptr;
+    {
+        SpinGuard g(d->join_lock, smp);
+        if (!d->exited) { // else its local joiner was woken before the switch
+            d->exited = true;
+            if (d->detached) free_now = true;
+            else joiner = d->joiner;
+        }
+    }
+    if (free_now) release_thread(d);
+    else if (joiner) wake(joiner, 0); // the joiner frees it after reading retval
+    rt->thread_ended();
+}
+
+void Vproc::stack_overflow(Tcb *t) { fatal_thread(t, "stack overflow"); }
+
+void Runtime::stop() {
+    stopping.store(true, std::memory_order_seq_cst);
+    for (auto &vp : vprocs) vp->notify();
+}
+
+void park_timeout(Timer *tm) {
+    Tcb *t = tcb_of_timer(tm);
+    if (Spin *l = t->wait_lock) {
+        bool smp = t->vp->smp;
+        l->lock(smp);
+        if (t->waiting_on) { // nobody woke it first
+            t->waiting_on->remove(t);
+            wake(t, ETIMEDOUT);
+        }
+        l->unlock(smp);
+    } else {
+        wake(t, ETIMEDOUT); // parked on nothing: the timer is its only waker
+    }
+}
+
+} // namespace weft::detail

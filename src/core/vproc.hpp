@@ -1,0 +1,190 @@
+// vprocs and the scheduler loop.
+//
+// A vproc is one kernel thread with its own run queue (behind the policy
+// contract), timer heap, inbox, stack pool and current thread. All mutable
+// scheduling state lives here; nothing is a bare global, so several runtimes
+// may even run side by side in one process.
+//
+// The model, and its invariants:
+//  - Cooperative. A thread runs until it parks, yields or exits. Switching
+//    goes straight from thread to thread (one weft_ctx_switch); the loop's own
+//    context (Vproc::loop, on the kernel thread's stack) only runs when
+//    nothing is ready, to sleep until a timer or a wake-up.
+//  - Polls are bounded. Every kPollInterval dispatches the scheduler drains
+//    the inbox and expires timers even while threads are always ready, so a
+//    busy vproc never starves timers or remote wake-ups (nor, with the I/O
+//    layer, the reactor).
+//  - One home. A thread runs only on its home vproc. A wake-up from another
+//    kernel thread goes through the home vproc's inbox (lock-free MPSC) and
+//    wakes that vproc if it sleeps. The home vproc drains its inbox only in
+//    its own scheduler code, so a thread is never resumed before it has
+//    switched out, even when a remote waker made it ready early.
+//  - errno belongs to the thread: saved and restored at every switch.
+//  - A dead thread cannot free the stack it runs on: it switches away and
+//    the next context to run reaps it (Vproc::dead), before anything else.
+//
+// The idle wait (futex) and its wake-up are the place the reactor plugs in:
+// with the I/O layer the loop waits in the reactor until a completion, the
+// next timer or a wake-up, and notify() becomes the reactor's wake.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+
+#include "core/tcb.hpp"
+#include "sched/policy.hpp"
+#include "stack/provider.hpp"
+#include "weft/weft.h"
+
+namespace weft::detail {
+
+struct Runtime;
+
+// Dispatches between two polls of timers and inbox while threads are always
+// ready: amortises the clock read to well under 1 ns per switch while a
+// timer or remote wake-up waits at most 64 thread time slices.
+inline constexpr uint32_t kPollInterval = 64;
+
+// Counters written only by the owning vproc (relaxed, no RMW: a plain add on
+// x86) and read by anyone.
+class Counter {
+public:
+    void add(uint64_t n = 1) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+    uint64_t get() const { return v_.load(std::memory_order_relaxed); }
+
+private:
+    std::atomic<uint64_t> v_{0};
+};
+
+struct VprocCounters {
+    Counter switches, yields, created, exited;
+    Counter parks[WEFT_PARK_REASON_COUNT];
+    Counter remote_wakeups, timers_fired, idle_sleeps;
+};
+
+// Multi-producer single-consumer stack of ready threads, drained in FIFO order.
+class Inbox {
+public:
+    void push(Tcb *t) {
+        Tcb *h = head_.load(std::memory_order_relaxed);
+        do {
+            t->next = h;
+        } while (!head_.compare_exchange_weak(h, t, std::memory_order_seq_cst, std::memory_order_relaxed));
+    }
+    bool empty() const { return head_.load(std::memory_order_seq_cst) == nullptr; }
+    // Everything pushed so far, oldest first.
+    Tcb *drain() {
+        if (!head_.load(std::memory_order_relaxed)) return nullptr;
+        Tcb *t = head_.exchange(nullptr, std::memory_order_acquire);
+        Tcb *fifo = nullptr;
+        while (t) { // reverse LIFO into FIFO
+            Tcb *n = t->next;
+            t->next = fifo;
+            fifo = t;
+            t = n;
+        }
+        return fifo;
+    }
+
+private:
+    std::atomic<Tcb *> head_{nullptr};
+};
+
+struct Vproc {
+    Vproc(Runtime *rt, int index, bool smp, StackRegions &regions);
+    ~Vproc();
+
+    Runtime *const rt;
+    const int index;
+    const bool smp;               // more than one vproc: sync objects use real locks
+    Tcb *current = nullptr;       // running thread, or &loop
+    const PolicyOps *pol;         // scheduling policy and its per-vproc state
+    void *pol_state;
+    TimerHeap timers;
+    Inbox inbox;                  // threads made ready by other kernel threads
+    std::atomic<uint32_t> sleeping{0}; // futex word: 1 while idle_wait sleeps
+    Tcb *dead = nullptr;          // exited thread to reap after the next switch
+    uint32_t poll_countdown = kPollInterval;
+    StackPool stacks;
+    uint64_t id_next = 0, id_end = 0; // block of thread ids this vproc hands out
+    Tcb loop;                     // the scheduler's context (kernel thread stack)
+    VprocCounters stats;
+    pthread_t kthread{};          // for vprocs > 0
+    void *altstack = nullptr;     // signal stack for overflow reports
+    int *errno_loc = nullptr;     // &errno of this vproc's kernel thread (fixed for its life)
+
+    // --- scheduling: called on this vproc only ---
+    void run_loop();              // until the runtime stops
+    void poll();                  // drain the inbox, expire timers
+    Tcb *pick_next() {
+        if (--poll_countdown == 0) {
+            poll_countdown = kPollInterval;
+            poll();
+        }
+        return pol->pick(pol_state);
+    }
+    // Switch away from the current thread, which the caller has already put
+    // where it belongs (run queue, a wait queue, or nowhere when dead).
+    void schedule() {
+        Tcb *cur = current;
+        Tcb *next = pick_next();
+        if (next == cur) { // woken before it managed to switch out
+            cur->state = ThreadState::Running;
+            return;
+        }
+        switch_to(cur, next ? next : &loop);
+    }
+    inline void switch_to(Tcb *cur, Tcb *next);
+    void enqueue_local(Tcb *t) { pol->enqueue(pol_state, t); }
+    void reap_dead();
+    uint64_t next_thread_id();
+
+    // --- called from any kernel thread ---
+    void push_remote(Tcb *t) {
+        inbox.push(t);
+        notify();
+    }
+    void notify();
+
+private:
+    void idle_wait();
+    [[noreturn]] void stack_overflow(Tcb *t);
+};
+
+// The vproc the calling kernel thread runs, or nullptr outside weft_main.
+// initial-exec: one %fs-relative load, no __tls_get_addr on the hot path.
+// constinit: no dynamic initialisation, so no TLS wrapper call on access.
+extern constinit thread_local Vproc *tls_vproc __attribute__((tls_model("initial-exec")));
+
+inline void Vproc::switch_to(Tcb *cur, Tcb *next) {
+    // An unguarded stack's red page must still read zero (see stack/provider.hpp).
+    if (__builtin_expect(!cur->stack.guarded && *cur->stack.canary() != 0, 0)) stack_overflow(cur);
+    stats.switches.add();
+    cur->saved_errno = *errno_loc;
+    current = next;
+    next->state = ThreadState::Running;
+    FiberSwitch fiber;
+    fiber.start(next->stack.lo, next->stack.size, cur->state == ThreadState::Dead);
+    weft_ctx_switch(&cur->ctx, &next->ctx);
+    fiber.finish();
+    // Back on cur. Without migration this is still `this`' kernel thread.
+    if (dead) reap_dead();
+    *errno_loc = cur->saved_errno;
+}
+
+// Make a parked (or new) thread ready: on its home vproc's run queue when we
+// are that vproc, else through its inbox. Caller is the thread's one waker.
+inline void wake(Tcb *t, int result) {
+    t->wake_result = result;
+    t->state = ThreadState::Ready;
+    Vproc *me = tls_vproc;
+    if (t->vp == me) me->enqueue_local(t);
+    else t->vp->push_remote(t);
+}
+
+uint64_t now_ns();
+
+} // namespace weft::detail

@@ -1,0 +1,55 @@
+// Per-vproc counters, read through the API while the vprocs run.
+#include <cstring>
+
+#include "core/runtime.hpp"
+
+using namespace weft::detail;
+
+namespace {
+
+const char *const kReasonNames[WEFT_PARK_REASON_COUNT] = {
+    "sleep", "join", "mutex", "cond", "rwlock", "sem", "barrier", "once", "io", "offload", "other",
+};
+
+void add(weft_stats_t *out, const Vproc &vp) {
+    const VprocCounters &c = vp.stats;
+    out->switches += c.switches.get();
+    out->yields += c.yields.get();
+    out->threads_created += c.created.get();
+    out->threads_exited += c.exited.get();
+    for (int r = 0; r < WEFT_PARK_REASON_COUNT; ++r) out->parks[r] += c.parks[r].get();
+    out->remote_wakeups += c.remote_wakeups.get();
+    out->timers_fired += c.timers_fired.get();
+    out->idle_sleeps += c.idle_sleeps.get();
+    const StackCounters &s = vp.stacks.counters();
+    out->stacks_mapped += s.mapped;
+    out->stacks_reused += s.reused;
+    out->stacks_released += s.released;
+    out->stacks_guarded += s.guarded;
+}
+
+} // namespace
+
+extern "C" {
+
+const char *weft_park_reason_name(int reason) {
+    return reason >= 0 && reason < WEFT_PARK_REASON_COUNT ? kReasonNames[reason] : "?";
+}
+
+int weft_stats_get(int vproc, weft_stats_t *out) {
+    if (!out) return EINVAL;
+    std::memset(out, 0, sizeof *out);
+    Vproc *vp = tls_vproc;
+    if (!vp) return vproc == -1 ? 0 : EINVAL;
+    auto &all = vp->rt->vprocs;
+    if (vproc < -1 || vproc >= static_cast<int>(all.size())) return EINVAL;
+    if (vproc >= 0) {
+        add(out, *all[static_cast<size_t>(vproc)]);
+    } else {
+        for (auto &v : all) add(out, *v);
+    }
+    out->threads_live = out->threads_created - out->threads_exited;
+    return 0;
+}
+
+} // extern "C"

@@ -1,0 +1,19 @@
+#include "sched/policy.hpp"
+
+#include <cstring>
+
+namespace weft::detail {
+
+namespace {
+const PolicyOps *const kPolicies[] = {&kFifoPolicy};
+}
+
+const PolicyOps *find_policy(const char *name) {
+    for (const PolicyOps *p : kPolicies)
+        if (std::strcmp(p->name, name) == 0) return p;
+    return nullptr;
+}
+
+const char *policy_names() { return "fifo"; }
+
+} // namespace weft::detail

@@ -1,0 +1,47 @@
+// The scheduling-policy contract.
+//
+// A policy decides which ready thread of a vproc runs next. It is a table of
+// operations with one state object per vproc; the scheduler loop
+// (core/vproc.cc) calls only these, so a new policy is a new file here plus a
+// line in policy.cc's registry — never an edit to the loop. FIFO is the
+// default; resource-aware, cohort and TAP policies plug in the same way.
+//
+// Every implementation must provide:
+//   create(vp)        state for one vproc (called on that vproc's runtime start)
+//   destroy(state)    free it (called with no ready threads left)
+//   enqueue(state,t)  t became ready on this vproc; O(1)
+//   pick(state)       remove and return the thread to run next, or nullptr; O(1)
+//   ready(state)      how many threads are ready
+// and may provide (nullptr = not interested):
+//   on_park(state, t, reason, site)   t is about to park (reason: weft_park_reason,
+//                                     site: where it blocked, see core/park.hpp)
+//
+// All operations run on the vproc that owns the state, never concurrently:
+// threads woken from other vprocs arrive through the vproc's inbox first.
+#pragma once
+
+#include <cstddef>
+
+namespace weft::detail {
+
+struct Tcb;
+struct Vproc;
+
+struct PolicyOps {
+    const char *name;
+    void *(*create)(Vproc *vp);
+    void (*destroy)(void *state);
+    void (*enqueue)(void *state, Tcb *t);
+    Tcb *(*pick)(void *state);
+    size_t (*ready)(void *state);
+    void (*on_park)(void *state, Tcb *t, int reason, const void *site);
+};
+
+// The policy called `name`, or nullptr. Names: "fifo".
+const PolicyOps *find_policy(const char *name);
+// Comma-separated list of known names, for error messages.
+const char *policy_names();
+
+extern const PolicyOps kFifoPolicy;
+
+} // namespace weft::detail

@@ -1,0 +1,122 @@
+// The stack-provider contract, and the pooled provider that is the default.
+//
+// A provider hands out stacks and takes them back. Each vproc has its own
+// provider instance, used only by threads running on that vproc, so the hot
+// path (reuse of a recently freed stack) takes no lock. Linked stacks
+// (Capriccio §3) will be a second provider behind the same interface.
+//
+// Pooled provider (StackPool):
+//  - Stacks are carved from large regions (kRegionBytes, MAP_NORESERVE), not
+//    mapped one by one: a million threads must fit in vm.max_map_count
+//    (65,530 on a fresh machine) mappings.
+//  - Every slot is [red page][usable stack]; the thread control block sits at
+//    the top of the usable part. While the runtime's map budget allows, the
+//    red page is a PROT_NONE guard (each guard splits the region, costing two
+//    map entries); past the budget it stays readable and the scheduler checks
+//    at every switch that its top word is still zero (a canary that costs no
+//    memory: an untouched page reads as the shared zero page).
+//  - Freed stacks are reused LIFO (the most recently used is the most likely
+//    to be in cache). Up to kHotStacks free stacks per size keep their pages;
+//    beyond that a freed stack's pages are given back with MADV_DONTNEED
+//    before it is listed, so RSS is bounded by live threads + a small cache.
+//  - Regions are never unmapped while the runtime runs: a stale thread
+//    handle then reads zeros or another thread's id, never unmapped memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace weft::detail {
+
+inline constexpr size_t kPageSize = 4096;
+inline constexpr size_t kRedZoneBytes = kPageSize;
+inline constexpr size_t kMinStackSize = 16 * 1024;
+inline constexpr size_t kMaxStackSize = size_t{1} << 30;
+// 64 KiB: RSS is set by the pages a thread touches, not by this size (an
+// idle thread touches one page), so the default only bounds how deep a
+// thread may go before the guard page. 64 KiB covers glibc's deepest common
+// paths (printf, getaddrinfo ~ 20 KiB) with room to spare and keeps 10^6
+// threads at 68 GB of address space, a fraction of the 128 TB available.
+inline constexpr size_t kDefaultStackSize = 64 * 1024;
+inline constexpr size_t kRegionBytes = size_t{64} << 20;
+inline constexpr size_t kHotStacks = 64;
+
+struct Stack {
+    char *lo = nullptr;   // lowest usable byte; the red page is just below
+    size_t size = 0;      // usable bytes (a multiple of the page size)
+    bool guarded = false; // red page is PROT_NONE (else: zero canary)
+
+    char *hi() const { return lo + size; }
+    char *red_page() const { return lo - kRedZoneBytes; }
+    // The word an overflow writes first: the top of the red page.
+    uint64_t *canary() const { return reinterpret_cast<uint64_t *>(lo) - 1; }
+};
+
+struct StackCounters {
+    uint64_t mapped = 0;   // carved from fresh memory
+    uint64_t reused = 0;   // taken from the free list
+    uint64_t released = 0; // pages given back on free
+    uint64_t guarded = 0;  // got a PROT_NONE guard page
+};
+
+class StackProvider {
+public:
+    virtual ~StackProvider() = default;
+    // A stack of at least `size` usable bytes; false when memory is exhausted.
+    virtual bool alloc(size_t size, Stack *out) = 0;
+    virtual void release(const Stack &s) = 0;
+    virtual const StackCounters &counters() const = 0;
+};
+
+// Address space shared by every vproc's pool: regions and the guard budget.
+class StackRegions {
+public:
+    StackRegions();
+    ~StackRegions();
+    StackRegions(const StackRegions &) = delete;
+    StackRegions &operator=(const StackRegions &) = delete;
+    // Carve one slot for `size` usable bytes (page multiple). Thread-safe.
+    bool carve(size_t size, Stack *out);
+
+private:
+    struct Region {
+        char *base;
+        size_t bytes;
+        size_t used;
+    };
+    std::mutex mu_;
+    std::vector<Region> regions_; // guarded by mu_
+    long guard_budget_;           // guarded by mu_; stacks that may still get a guard page
+};
+
+class StackPool final : public StackProvider {
+public:
+    explicit StackPool(StackRegions &regions) : regions_(regions) {}
+    bool alloc(size_t size, Stack *out) override;
+    void release(const Stack &s) override;
+    const StackCounters &counters() const override { return counters_; }
+
+private:
+    struct SizeClass {
+        size_t size;
+        std::vector<Stack> hot;  // pages still resident, LIFO
+        std::vector<Stack> cold; // pages given back, LIFO
+    };
+    SizeClass &size_class(size_t size) {
+        return last_ && last_->size == size ? *last_ : find_class(size);
+    }
+    SizeClass &find_class(size_t size);
+
+    StackRegions &regions_;
+    std::vector<std::unique_ptr<SizeClass>> classes_; // one per distinct stack size in use
+    SizeClass *last_ = nullptr;      // the class used last: almost always the one wanted
+    StackCounters counters_;
+};
+
+// Round a requested stack size to what the pool hands out.
+size_t round_stack_size(size_t requested);
+
+} // namespace weft::detail

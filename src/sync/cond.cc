@@ -1,0 +1,79 @@
+// Condition variable: a FIFO of waiters. signal wakes the longest waiter.
+#include "sync/sync.hpp"
+
+namespace weft::detail {
+namespace {
+
+int cond_wait(weft_cond_t *pc, weft_mutex_t *pm, uint64_t deadline, const void *site) {
+    if (!pc || !pm) return EINVAL;
+    Vproc *vp = tls_vproc;
+    MutexImpl *m = impl(pm);
+    uintptr_t me = owner_tag(vp);
+    if ((m->owner.load(std::memory_order_relaxed) & ~MutexImpl::kWaiters) != me) return EPERM;
+    if (!vp) return EPERM;
+    if (deadline && deadline <= now_ns()) return ETIMEDOUT; // m is still held, as required
+    CondImpl *c = impl(pc);
+    c->lock.lock(vp->smp);
+    enqueue_self(vp, c->q, c->lock); // queued before m is released: no lost signal
+    c->lock.unlock(vp->smp);
+    uint32_t depth = m->depth; // a recursive mutex is released entirely, then restored
+    m->depth = 0;
+    mutex_unlock(pm);
+    int r = park(vp, WEFT_PARK_COND, site, deadline);
+    int lr = mutex_lock_until(pm, 0, site);
+    if (lr) return lr;
+    m->depth = depth;
+    return r;
+}
+
+} // namespace
+} // namespace weft::detail
+
+using namespace weft::detail;
+
+extern "C" {
+
+int weft_cond_init(weft_cond_t *c) {
+    if (!c) return EINVAL;
+    *c = weft_cond_t WEFT_COND_INITIALIZER;
+    return 0;
+}
+
+int weft_cond_wait(weft_cond_t *c, weft_mutex_t *m) { return cond_wait(c, m, 0, WEFT_SITE()); }
+
+int weft_cond_timedwait(weft_cond_t *c, weft_mutex_t *m, uint64_t deadline_ns) {
+    return cond_wait(c, m, user_deadline(deadline_ns), WEFT_SITE());
+}
+
+int weft_cond_signal(weft_cond_t *pc) {
+    if (!pc) return EINVAL;
+    CondImpl *c = impl(pc);
+    bool smp = smp_of(tls_vproc);
+    c->lock.lock(smp);
+    wake_one(c->q, 0);
+    c->lock.unlock(smp);
+    return 0;
+}
+
+int weft_cond_broadcast(weft_cond_t *pc) {
+    if (!pc) return EINVAL;
+    CondImpl *c = impl(pc);
+    bool smp = smp_of(tls_vproc);
+    c->lock.lock(smp);
+    while (wake_one(c->q, 0)) {
+    }
+    c->lock.unlock(smp);
+    return 0;
+}
+
+int weft_cond_destroy(weft_cond_t *pc) {
+    if (!pc) return EINVAL;
+    CondImpl *c = impl(pc);
+    bool smp = smp_of(tls_vproc);
+    c->lock.lock(smp);
+    bool busy = !c->q.empty();
+    c->lock.unlock(smp);
+    return busy ? EBUSY : 0;
+}
+
+} // extern "C"

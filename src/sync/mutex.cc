@@ -1,0 +1,184 @@
+// Mutex: one word of ownership with a fast path, a FIFO queue for the rest.
+//
+// Fast paths: lock of a free mutex and unlock with nobody waiting touch only
+// `owner` — a plain load and store on one vproc, one CAS with several. A
+// contended lock sets the kWaiters bit under the Spin and queues; unlock with
+// that bit set hands the mutex to the first waiter, which wakes up owning it.
+// Direct hand-off is what makes the order FIFO.
+#include "core/runtime.hpp"
+#include "sync/sync.hpp"
+
+namespace weft::detail {
+
+uintptr_t outside_owner_tag() {
+    static thread_local char tag; // its address identifies the kernel thread
+    return reinterpret_cast<uintptr_t>(&tag);
+}
+
+namespace {
+
+bool valid_kind(uint8_t k) { return k <= WEFT_MUTEX_RECURSIVE; }
+
+bool try_take(MutexImpl *m, uintptr_t me, bool smp) {
+    uintptr_t free = 0;
+    if (!smp) {
+        if (m->owner.load(std::memory_order_relaxed) != 0) return false;
+        m->owner.store(me, std::memory_order_relaxed);
+        return true;
+    }
+    return m->owner.compare_exchange_strong(free, me, std::memory_order_acquire, std::memory_order_relaxed);
+}
+
+// The mutex is held by someone else, or by us (relock).
+int lock_slow(MutexImpl *m, Vproc *vp, uintptr_t me, uint64_t deadline, const void *site) {
+    if ((m->owner.load(std::memory_order_relaxed) & ~MutexImpl::kWaiters) == me) {
+        if (m->kind == WEFT_MUTEX_RECURSIVE) {
+            ++m->depth;
+            return 0;
+        }
+        if (m->kind == WEFT_MUTEX_ERRORCHECK) return EDEADLK;
+        if (!vp) return EDEADLK;
+        fatal_thread(vp->current, "deadlock: relock of a normal mutex held by the thread");
+    }
+    if (!vp) return EPERM; // would block, and a plain kernel thread cannot park
+    const bool smp = vp->smp;
+    m->lock.lock(smp);
+    for (;;) {
+        uintptr_t cur = m->owner.load(std::memory_order_relaxed);
+        if (cur == 0) { // released meanwhile, and nobody queued (else it was handed over)
+            if (try_take(m, me, smp)) {
+                m->lock.unlock(smp);
+                return 0;
+            }
+            continue;
+        }
+        if (deadline && deadline <= now_ns()) {
+            m->lock.unlock(smp);
+            return ETIMEDOUT;
+        }
+        // Announce a waiter so the owner's unlock takes the slow path. A CAS,
+        // because the owner's fast-path unlock does not take the Spin.
+        if (!(cur & MutexImpl::kWaiters)) {
+            if (smp ? !m->owner.compare_exchange_strong(cur, cur | MutexImpl::kWaiters, std::memory_order_relaxed)
+                    : (m->owner.store(cur | MutexImpl::kWaiters, std::memory_order_relaxed), false))
+                continue;
+        }
+        enqueue_self(vp, m->q, m->lock);
+        m->lock.unlock(smp);
+        // 0: the unlocker made us the owner. ETIMEDOUT: the timer took us off the queue.
+        return park(vp, WEFT_PARK_MUTEX, site, deadline);
+    }
+}
+
+} // namespace
+
+int mutex_lock_until(weft_mutex_t *pm, uint64_t deadline, const void *site) {
+    if (!pm) return EINVAL;
+    MutexImpl *m = impl(pm);
+    if (!valid_kind(m->kind)) return EINVAL;
+    Vproc *vp = tls_vproc;
+    uintptr_t me = owner_tag(vp);
+    if (try_take(m, me, smp_of(vp))) return 0;
+    return lock_slow(m, vp, me, deadline, site);
+}
+
+int mutex_unlock(weft_mutex_t *pm) {
+    if (!pm) return EINVAL;
+    MutexImpl *m = impl(pm);
+    if (!valid_kind(m->kind)) return EINVAL;
+    Vproc *vp = tls_vproc;
+    const bool smp = smp_of(vp);
+    uintptr_t me = owner_tag(vp);
+    uintptr_t cur = m->owner.load(std::memory_order_relaxed);
+    if ((cur & ~MutexImpl::kWaiters) != me) return EPERM;
+    if (m->depth) { // recursive: only the outermost unlock releases
+        --m->depth;
+        return 0;
+    }
+    if (!(cur & MutexImpl::kWaiters)) {
+        if (!smp) {
+            m->owner.store(0, std::memory_order_relaxed);
+            return 0;
+        }
+        if (m->owner.compare_exchange_strong(cur, 0, std::memory_order_release, std::memory_order_relaxed))
+            return 0;
+        // A waiter announced itself meanwhile: hand over below.
+    }
+    m->lock.lock(smp);
+    if (Tcb *w = m->q.pop_front()) {
+        uintptr_t next = reinterpret_cast<uintptr_t>(w) | (m->q.empty() ? 0 : MutexImpl::kWaiters);
+        m->owner.store(next, std::memory_order_release);
+        wake(w, 0);
+    } else {
+        m->owner.store(0, std::memory_order_release); // waiters timed out and left
+    }
+    m->lock.unlock(smp);
+    return 0;
+}
+
+} // namespace weft::detail
+
+using namespace weft::detail;
+
+extern "C" {
+
+int weft_mutex_init(weft_mutex_t *pm, int kind) {
+    if (!pm || kind < WEFT_MUTEX_NORMAL || kind > WEFT_MUTEX_RECURSIVE) return EINVAL;
+    *pm = weft_mutex_t WEFT_MUTEX_INITIALIZER;
+    impl(pm)->kind = static_cast<uint8_t>(kind);
+    return 0;
+}
+
+// The uncontended single-vproc case inline: a load and a store, no call.
+int weft_mutex_lock(weft_mutex_t *pm) {
+    Vproc *vp = tls_vproc;
+    if (__builtin_expect(pm && vp && !vp->smp, 1)) {
+        MutexImpl *m = impl(pm);
+        if (m->kind <= WEFT_MUTEX_RECURSIVE && m->owner.load(std::memory_order_relaxed) == 0) {
+            m->owner.store(reinterpret_cast<uintptr_t>(vp->current), std::memory_order_relaxed);
+            return 0;
+        }
+    }
+    return mutex_lock_until(pm, 0, WEFT_SITE());
+}
+
+int weft_mutex_timedlock(weft_mutex_t *m, uint64_t deadline_ns) {
+    return mutex_lock_until(m, user_deadline(deadline_ns), WEFT_SITE());
+}
+
+int weft_mutex_trylock(weft_mutex_t *pm) {
+    if (!pm) return EINVAL;
+    MutexImpl *m = impl(pm);
+    if (!valid_kind(m->kind)) return EINVAL;
+    Vproc *vp = tls_vproc;
+    uintptr_t me = owner_tag(vp);
+    if (try_take(m, me, smp_of(vp))) return 0;
+    if (m->kind == WEFT_MUTEX_RECURSIVE && (m->owner.load(std::memory_order_relaxed) & ~MutexImpl::kWaiters) == me) {
+        ++m->depth;
+        return 0;
+    }
+    return EBUSY;
+}
+
+int weft_mutex_unlock(weft_mutex_t *pm) {
+    Vproc *vp = tls_vproc;
+    if (__builtin_expect(pm && vp && !vp->smp, 1)) {
+        MutexImpl *m = impl(pm);
+        // Owned by us with no waiters and no recursion: implies a valid kind.
+        if (m->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(vp->current) && !m->depth) {
+            m->owner.store(0, std::memory_order_relaxed);
+            return 0;
+        }
+    }
+    return mutex_unlock(pm);
+}
+
+int weft_mutex_destroy(weft_mutex_t *pm) {
+    if (!pm) return EINVAL;
+    MutexImpl *m = impl(pm);
+    if (!valid_kind(m->kind)) return EINVAL;
+    if (m->owner.load(std::memory_order_acquire) != 0 || !m->q.empty()) return EBUSY;
+    return 0;
+}
+
+} // extern "C"

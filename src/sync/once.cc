@@ -1,0 +1,37 @@
+// Once: the first caller runs fn; callers meanwhile park until it is done.
+#include "sync/sync.hpp"
+
+using namespace weft::detail;
+
+extern "C" int weft_once(weft_once_t *po, void (*fn)(void)) {
+    if (!po || !fn) return EINVAL;
+    OnceImpl *o = impl(po);
+    if (o->state.load(std::memory_order_acquire) == OnceImpl::kDone) return 0;
+    Vproc *vp = tls_vproc;
+    const bool smp = smp_of(vp);
+    o->lock.lock(smp);
+    uint32_t st = o->state.load(std::memory_order_relaxed);
+    if (st == OnceImpl::kNew) {
+        o->state.store(OnceImpl::kRunning, std::memory_order_relaxed);
+        o->lock.unlock(smp);
+        fn();
+        o->lock.lock(smp);
+        o->state.store(OnceImpl::kDone, std::memory_order_release);
+        while (wake_one(o->q, 0)) {
+        }
+        o->lock.unlock(smp);
+        return 0;
+    }
+    if (st == OnceImpl::kDone) {
+        o->lock.unlock(smp);
+        return 0;
+    }
+    if (!vp) {
+        o->lock.unlock(smp);
+        return EPERM;
+    }
+    enqueue_self(vp, o->q, o->lock);
+    o->lock.unlock(smp);
+    park(vp, WEFT_PARK_ONCE, WEFT_SITE(), 0);
+    return 0;
+}

@@ -1,0 +1,104 @@
+// Readers-writer lock with one FIFO for both kinds of waiter.
+//
+// A thread that finds the lock busy, or anyone already queued, waits at the
+// tail. Releasing grants from the head: one writer, or every reader up to the
+// next queued writer. Readers therefore cannot starve writers and vice versa.
+#include "sync/sync.hpp"
+
+namespace weft::detail {
+namespace {
+
+// Hand the lock to whoever may have it now (caller holds l->lock).
+void grant(RwlockImpl *l) {
+    while (Tcb *t = l->q.head) {
+        if (l->writer) return;
+        if (t->wait_data == RwlockImpl::kWrite) {
+            if (l->readers) return;
+            l->q.pop_front();
+            l->writer = t;
+            wake(t, 0);
+            return;
+        }
+        l->q.pop_front();
+        ++l->readers;
+        wake(t, 0);
+    }
+}
+
+int acquire(weft_rwlock_t *pl, bool write, bool try_only, const void *site) {
+    if (!pl) return EINVAL;
+    Vproc *vp = tls_vproc;
+    RwlockImpl *l = impl(pl);
+    const bool smp = smp_of(vp);
+    Tcb *self = vp ? vp->current : nullptr;
+    l->lock.lock(smp);
+    if (self && l->writer == self) {
+        l->lock.unlock(smp);
+        return EDEADLK;
+    }
+    bool free_now = write ? (!l->writer && !l->readers && l->q.empty()) : (!l->writer && l->q.empty());
+    if (free_now) {
+        if (write) l->writer = self ? self : reinterpret_cast<Tcb *>(owner_tag(nullptr));
+        else ++l->readers;
+        l->lock.unlock(smp);
+        return 0;
+    }
+    if (try_only || !vp) {
+        l->lock.unlock(smp);
+        return try_only ? EBUSY : EPERM;
+    }
+    self->wait_data = write ? RwlockImpl::kWrite : RwlockImpl::kRead;
+    enqueue_self(vp, l->q, l->lock);
+    l->lock.unlock(smp);
+    return park(vp, WEFT_PARK_RWLOCK, site, 0); // woken holding the lock
+}
+
+} // namespace
+} // namespace weft::detail
+
+using namespace weft::detail;
+
+extern "C" {
+
+int weft_rwlock_init(weft_rwlock_t *l) {
+    if (!l) return EINVAL;
+    *l = weft_rwlock_t WEFT_RWLOCK_INITIALIZER;
+    return 0;
+}
+int weft_rwlock_rdlock(weft_rwlock_t *l) { return acquire(l, false, false, WEFT_SITE()); }
+int weft_rwlock_tryrdlock(weft_rwlock_t *l) { return acquire(l, false, true, WEFT_SITE()); }
+int weft_rwlock_wrlock(weft_rwlock_t *l) { return acquire(l, true, false, WEFT_SITE()); }
+int weft_rwlock_trywrlock(weft_rwlock_t *l) { return acquire(l, true, true, WEFT_SITE()); }
+
+int weft_rwlock_unlock(weft_rwlock_t *pl) {
+    if (!pl) return EINVAL;
+    Vproc *vp = tls_vproc;
+    RwlockImpl *l = impl(pl);
+    const bool smp = smp_of(vp);
+    Tcb *self = vp ? vp->current : reinterpret_cast<Tcb *>(owner_tag(nullptr));
+    l->lock.lock(smp);
+    int r = 0;
+    if (l->writer) {
+        if (l->writer == self) l->writer = nullptr;
+        else r = EPERM;
+    } else if (l->readers) {
+        --l->readers; // readers are not tracked individually
+    } else {
+        r = EPERM;
+    }
+    if (!r) grant(l);
+    l->lock.unlock(smp);
+    return r;
+}
+
+int weft_rwlock_destroy(weft_rwlock_t *pl) {
+    if (!pl) return EINVAL;
+    RwlockImpl *l = impl(pl);
+    const bool smp = smp_of(tls_vproc);
+    l->lock.lock(smp);
+    bool busy = l->writer || l->readers || !l->q.empty();
+    l->lock.unlock(smp);
+    return busy ? EBUSY : 0;
+}
+
+} // extern "C"

@@ -1,0 +1,80 @@
+// Counting semaphore. post hands its unit straight to the first waiter.
+#include "sync/sync.hpp"
+
+namespace weft::detail {
+namespace {
+
+int sem_wait_until(weft_sem_t *ps, uint64_t deadline, bool try_only, const void *site) {
+    if (!ps) return EINVAL;
+    Vproc *vp = tls_vproc;
+    SemImpl *s = impl(ps);
+    const bool smp = smp_of(vp);
+    s->lock.lock(smp);
+    if (s->value > 0) {
+        --s->value;
+        s->lock.unlock(smp);
+        return 0;
+    }
+    if (try_only || !vp || (deadline && deadline <= now_ns())) {
+        s->lock.unlock(smp);
+        return try_only ? EAGAIN : !vp ? EPERM : ETIMEDOUT;
+    }
+    enqueue_self(vp, s->q, s->lock);
+    s->lock.unlock(smp);
+    return park(vp, WEFT_PARK_SEM, site, deadline);
+}
+
+} // namespace
+} // namespace weft::detail
+
+using namespace weft::detail;
+
+extern "C" {
+
+int weft_sem_init(weft_sem_t *s, unsigned value) {
+    if (!s || value > WEFT_SEM_VALUE_MAX) return EINVAL;
+    *s = weft_sem_t WEFT_SEM_INITIALIZER(0);
+    impl(s)->value = value;
+    return 0;
+}
+int weft_sem_wait(weft_sem_t *s) { return sem_wait_until(s, 0, false, WEFT_SITE()); }
+int weft_sem_trywait(weft_sem_t *s) { return sem_wait_until(s, 0, true, WEFT_SITE()); }
+int weft_sem_timedwait(weft_sem_t *s, uint64_t deadline_ns) {
+    return sem_wait_until(s, user_deadline(deadline_ns), false, WEFT_SITE());
+}
+
+int weft_sem_post(weft_sem_t *ps) {
+    if (!ps) return EINVAL;
+    SemImpl *s = impl(ps);
+    const bool smp = smp_of(tls_vproc);
+    int r = 0;
+    s->lock.lock(smp);
+    if (!wake_one(s->q, 0)) {
+        if (s->value >= WEFT_SEM_VALUE_MAX) r = EOVERFLOW;
+        else ++s->value;
+    }
+    s->lock.unlock(smp);
+    return r;
+}
+
+int weft_sem_getvalue(weft_sem_t *ps, int *value) {
+    if (!ps || !value) return EINVAL;
+    SemImpl *s = impl(ps);
+    const bool smp = smp_of(tls_vproc);
+    s->lock.lock(smp);
+    *value = static_cast<int>(s->value);
+    s->lock.unlock(smp);
+    return 0;
+}
+
+int weft_sem_destroy(weft_sem_t *ps) {
+    if (!ps) return EINVAL;
+    SemImpl *s = impl(ps);
+    const bool smp = smp_of(tls_vproc);
+    s->lock.lock(smp);
+    bool busy = !s->q.empty();
+    s->lock.unlock(smp);
+    return busy ? EBUSY : 0;
+}
+
+} // extern "C"

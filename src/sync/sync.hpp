@@ -1,0 +1,103 @@
+// Internal layouts of the public synchronisation structs, and what every
+// primitive shares. The public structs in weft.h are opaque arrays of words;
+// each *Impl here overlays one exactly (static_asserts below), so that
+// all-zero bytes — the static initializers — are a valid initial state.
+//
+// Every object guards its state with a Spin (free on one vproc) and parks
+// its waiters FIFO on a WaitQueue through core/park.hpp. Ownership is handed
+// to the first waiter directly (mutex, semaphore, rwlock), so a thread that
+// arrives later can never overtake one that waits: no starvation.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+
+#include "core/park.hpp"
+#include "weft/weft.h"
+
+namespace weft::detail {
+
+// The identity of the caller as a lock owner: its TCB, or outside weft_main
+// a per-kernel-thread tag (so uncontended use from plain threads works).
+uintptr_t outside_owner_tag();
+inline uintptr_t owner_tag(Vproc *vp) {
+    return vp ? reinterpret_cast<uintptr_t>(vp->current) : outside_owner_tag();
+}
+// Outside weft_main there is no vproc to say whether others exist: assume so.
+inline bool smp_of(Vproc *vp) { return vp ? vp->smp : true; }
+
+struct MutexImpl {
+    uint8_t kind;                   // weft_mutex_kind
+    Spin lock;                      // guards q and the waiters bit
+    uint16_t pad;
+    uint32_t depth;                 // extra locks held by a recursive owner
+    std::atomic<uintptr_t> owner;   // owner tag | kWaiters, 0 when free
+    WaitQueue q;
+
+    static constexpr uintptr_t kWaiters = 1; // q may be non-empty: unlock takes the slow path
+};
+
+struct CondImpl {
+    Spin lock;
+    uint8_t pad[7];
+    WaitQueue q;
+};
+
+struct RwlockImpl {
+    Spin lock;
+    uint8_t pad[3];
+    uint32_t readers;               // read locks held
+    Tcb *writer;                    // write owner or nullptr
+    WaitQueue q;                    // waiters; Tcb::wait_data = kRead or kWrite
+
+    static constexpr uintptr_t kRead = 1, kWrite = 2;
+};
+
+struct SemImpl {
+    Spin lock;
+    uint8_t pad[3];
+    uint32_t value;                 // upper half of word 0: WEFT_SEM_INITIALIZER
+    WaitQueue q;
+};
+
+struct BarrierImpl {
+    Spin lock;
+    uint8_t pad[3];
+    uint32_t count;                 // threads per round
+    uint32_t arrived;               // in the current round
+    uint32_t pad2;
+    WaitQueue q;
+};
+
+struct OnceImpl {
+    std::atomic<uint32_t> state;    // kNew, kRunning, kDone
+    Spin lock;
+    uint8_t pad[3];
+    WaitQueue q;
+
+    static constexpr uint32_t kNew = 0, kRunning = 1, kDone = 2;
+};
+
+#define WEFT_OVERLAY(Impl, Public)                                                        \
+    static_assert(sizeof(Impl) == sizeof(Public), #Impl " must overlay " #Public);        \
+    static_assert(alignof(Impl) <= alignof(Public), #Impl " alignment");                  \
+    inline Impl *impl(Public *p) { return reinterpret_cast<Impl *>(p); }
+
+WEFT_OVERLAY(MutexImpl, weft_mutex_t)
+WEFT_OVERLAY(CondImpl, weft_cond_t)
+WEFT_OVERLAY(RwlockImpl, weft_rwlock_t)
+WEFT_OVERLAY(SemImpl, weft_sem_t)
+WEFT_OVERLAY(BarrierImpl, weft_barrier_t)
+WEFT_OVERLAY(OnceImpl, weft_once_t)
+#undef WEFT_OVERLAY
+
+static_assert(offsetof(MutexImpl, kind) == 0, "WEFT_MUTEX_*_INITIALIZER set the kind in byte 0");
+static_assert(offsetof(SemImpl, value) == 4, "WEFT_SEM_INITIALIZER puts the value in bits 32..63");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "initializers assume little-endian words");
+
+// Mutex operations used by the condition variable.
+int mutex_lock_until(weft_mutex_t *m, uint64_t deadline, const void *site);
+int mutex_unlock(weft_mutex_t *m);
+
+} // namespace weft::detail
