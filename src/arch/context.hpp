@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define WEFT_ASAN 1
 #else
@@ -84,5 +85,16 @@ struct FiberSwitch {
     void finish() {}
 #endif
 };
+
+// A reused stack still carries the shadow poison of the previous thread's
+// frames: clear it before a new thread runs there.
+inline void sanitizer_fresh_stack(void *lo, size_t size) {
+#if WEFT_ASAN
+    __asan_unpoison_memory_region(lo, size);
+#else
+    (void)lo;
+    (void)size;
+#endif
+}
 
 } // namespace weft::detail

@@ -22,6 +22,7 @@ Runtime::~Runtime() { vprocs.clear(); }
 namespace {
 
 constexpr int kMaxVprocs = 1024;
+constexpr size_t kMainStackSize = size_t{8} << 20;
 
 [[nodiscard]] bool config_error(const char *fmt, const char *value) {
     std::fprintf(stderr, "weft: ");
@@ -185,6 +186,9 @@ int weft_main_config(const weft_config *user, int (*fn)(void *), void *arg) {
     weft_thread_attr_init(&attr);
     attr.name = "main";
     attr.detached = 1;
+    // C programmers expect main to have a process-sized stack (large local
+    // arrays); only touched pages cost memory, so give it 8 MiB like ulimit -s.
+    attr.stack_size = cfg.stack_size > kMainStackSize ? cfg.stack_size : kMainStackSize;
     if (int e = create_thread(vp0, nullptr, &attr, main_entry, &m)) {
         unbind_kernel_thread(vp0);
         std::fprintf(stderr, "weft: cannot create the main thread: %s\n", std::strerror(e));

@@ -26,8 +26,12 @@ thread_local stack_t t_previous_altstack; // restored when the vproc ends
 bool is_overflow(const Tcb *t, const char *addr, const ucontext_t *uc) {
     if (!t->stack.lo) return false;
     if (addr >= t->stack.red_page() && addr < t->stack.lo) return true;
-    auto sp = reinterpret_cast<const char *>(uc->uc_mcontext.gregs[REG_RSP]);
-    return sp < t->stack.lo && sp >= t->stack.red_page() - kPageSize * 16;
+    // A frame larger than the red page jumps past it; the stack pointer
+    // still tells: below the stack's lowest byte (by less than any stack could
+    // be) means this thread ran off its stack.
+    auto sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+    auto lo = reinterpret_cast<uintptr_t>(t->stack.lo);
+    return sp < lo && lo - sp <= kMaxStackSize;
 }
 
 void on_segv(int sig, siginfo_t *si, void *ctx) {

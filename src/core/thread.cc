@@ -18,8 +18,10 @@ Tcb *resolve(weft_thread_t h) {
 }
 
 [[noreturn]] void finish_thread(Vproc *vp, Tcb *self, void *ret) {
-    run_tsd_destructors(self);
-    free_tsd(self);
+    if (self->tsd) { // most threads never set a key
+        run_tsd_destructors(self);
+        free_tsd(self);
+    }
     self->retval = ret;
     vp = tls_vproc; // destructors may have parked; still the home vproc
     vp->stats.exited.add();
@@ -87,6 +89,7 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
 
     Stack st;
     if (!vp->stacks.alloc(round_stack_size(want), &st)) return EAGAIN;
+    sanitizer_fresh_stack(st.lo, st.size);
     // The TCB takes the top of the stack, cache-line aligned; the thread's
     // frames grow down from just below it.
     auto top = reinterpret_cast<uintptr_t>(st.hi()) - sizeof(Tcb);

@@ -81,6 +81,7 @@ void Vproc::poll() {
 // seq_cst, so at least one of us sees the other: no lost wake-up.
 void Vproc::idle_wait() {
     uint64_t deadline = timers.next_deadline();
+    if (smp && spin_for_work(deadline)) return;
     sleeping.store(1, std::memory_order_seq_cst);
     if (!inbox.empty() || rt->stopping.load(std::memory_order_seq_cst)) {
         sleeping.store(0, std::memory_order_relaxed);
@@ -97,6 +98,23 @@ void Vproc::idle_wait() {
     }
     if (!tsp || ts.tv_sec || ts.tv_nsec) futex(&sleeping, FUTEX_WAIT_PRIVATE, 1, tsp);
     sleeping.store(0, std::memory_order_relaxed);
+}
+
+// Before sleeping, watch the inbox for a short while. Another vproc that
+// hands us work a few microseconds from now (a mutex hand-off, a signal) then
+// reaches us without two system calls and the kernel's wake-up latency,
+// which on a virtual machine is tens of microseconds. Single-vproc runtimes
+// never spin: nobody else could hand them work this way.
+bool Vproc::spin_for_work(uint64_t deadline) {
+    uint64_t start = now_ns();
+    uint64_t until = start + kIdleSpinNs < deadline ? start + kIdleSpinNs : deadline;
+    for (;;) {
+        for (int i = 0; i < 64; ++i) {
+            if (!inbox.empty() || rt->stopping.load(std::memory_order_relaxed)) return true;
+            __builtin_ia32_pause();
+        }
+        if (now_ns() >= until) return false;
+    }
 }
 
 void Vproc::notify() {

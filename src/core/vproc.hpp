@@ -48,6 +48,12 @@ struct Runtime;
 // timer or remote wake-up waits at most 64 thread time slices.
 inline constexpr uint32_t kPollInterval = 64;
 
+// How long an idle vproc of a multi-vproc runtime watches its inbox before
+// it sleeps in the kernel. 50 µs: cross-vproc producer-consumer drops from
+// tens of µs per item to a few hundred ns (examples/weft-demo, docs/design.md),
+// while an idle runtime burns at most 50 µs of CPU per idle period.
+inline constexpr uint64_t kIdleSpinNs = 50000;
+
 // Counters written only by the owning vproc (relaxed, no RMW: a plain add on
 // x86) and read by anyone.
 class Counter {
@@ -151,6 +157,7 @@ struct Vproc {
 
 private:
     void idle_wait();
+    bool spin_for_work(uint64_t deadline);
     [[noreturn]] void stack_overflow(Tcb *t);
 };
 

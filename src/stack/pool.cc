@@ -65,16 +65,24 @@ bool StackRegions::carve(size_t size, Stack *out) {
 StackPool::SizeClass &StackPool::find_class(size_t size) {
     for (auto &c : classes_)
         if (c->size == size) return *(last_ = c.get());
-    classes_.push_back(std::make_unique<SizeClass>(SizeClass{size, {}, {}}));
+    classes_.push_back(std::make_unique<SizeClass>());
+    classes_.back()->size = size;
     return *(last_ = classes_.back().get());
 }
 
 bool StackPool::alloc(size_t size, Stack *out) {
     SizeClass &c = size_class(size);
-    std::vector<Stack> &from = !c.hot.empty() ? c.hot : c.cold;
-    if (!from.empty()) {
-        *out = from.back();
-        from.pop_back();
+    if (FreeStack *f = c.hot) {
+        c.hot = f->next;
+        --c.hot_count;
+        *out = f->stack;
+        ++counters_.reused;
+        return true;
+    }
+    for (std::vector<Stack> *list : {&c.pending, &c.cold}) {
+        if (list->empty()) continue;
+        *out = list->back();
+        list->pop_back();
         ++counters_.reused;
         return true;
     }
@@ -84,17 +92,39 @@ bool StackPool::alloc(size_t size, Stack *out) {
     return true;
 }
 
-void StackPool::release(const Stack &s) {
+void StackPool::release(Stack s) {
     SizeClass &c = size_class(s.size);
-    if (c.hot.size() < kHotStacks) {
-        c.hot.push_back(s);
+    if (c.hot_count < kHotStacks) {
+        auto *f = reinterpret_cast<FreeStack *>(s.hi() - sizeof(FreeStack));
+        f->stack = s;
+        f->next = c.hot;
+        c.hot = f;
+        ++c.hot_count;
         return;
     }
-    // The red page is included so a canary it holds reads zero again.
-    madvise(s.guarded ? s.lo : s.red_page(), s.size + (s.guarded ? 0 : kRedZoneBytes),
-            MADV_DONTNEED);
-    ++counters_.released;
-    c.cold.push_back(s);
+    c.pending.push_back(s);
+    if (c.pending.size() >= kReleaseBatch) give_back(c);
+}
+
+void StackPool::give_back(SizeClass &c) {
+    std::sort(c.pending.begin(), c.pending.end(), [](const Stack &a, const Stack &b) { return a.lo < b.lo; });
+    // Slots of one region are contiguous ([red page][stack] ...): a run of
+    // neighbours is one range. Red pages inside it are included, which also
+    // resets the canary of unguarded stacks; a guard page may be given back
+    // too (it holds no memory), its protection stays.
+    for (size_t i = 0; i < c.pending.size();) {
+        const Stack &first = c.pending[i];
+        char *end = first.hi();
+        size_t j = i + 1;
+        while (j < c.pending.size() && c.pending[j].red_page() == end) end = c.pending[j++].hi();
+        char *begin = first.guarded ? first.lo : first.red_page();
+        madvise(begin, static_cast<size_t>(end - begin), MADV_DONTNEED);
+        i = j;
+    }
+    counters_.released += c.pending.size();
+    // Keep LIFO order roughly: the batch goes on top of the cold list.
+    c.cold.insert(c.cold.end(), c.pending.begin(), c.pending.end());
+    c.pending.clear();
 }
 
 } // namespace weft::detail

@@ -18,10 +18,10 @@ int cond_wait(weft_cond_t *pc, weft_mutex_t *pm, uint64_t deadline, const void *
     c->lock.unlock(vp->smp);
     uint32_t depth = m->depth; // a recursive mutex is released entirely, then restored
     m->depth = 0;
-    mutex_unlock(pm);
+    if (!mutex_unlock_fast(pm, vp)) mutex_unlock(pm);
     int r = park(vp, WEFT_PARK_COND, site, deadline);
-    int lr = mutex_lock_until(pm, 0, site);
-    if (lr) return lr;
+    if (!mutex_lock_fast(pm, vp))
+        if (int lr = mutex_lock_until(pm, 0, site)) return lr;
     m->depth = depth;
     return r;
 }

@@ -131,14 +131,7 @@ int weft_mutex_init(weft_mutex_t *pm, int kind) {
 
 // The uncontended single-vproc case inline: a load and a store, no call.
 int weft_mutex_lock(weft_mutex_t *pm) {
-    Vproc *vp = tls_vproc;
-    if (__builtin_expect(pm && vp && !vp->smp, 1)) {
-        MutexImpl *m = impl(pm);
-        if (m->kind <= WEFT_MUTEX_RECURSIVE && m->owner.load(std::memory_order_relaxed) == 0) {
-            m->owner.store(reinterpret_cast<uintptr_t>(vp->current), std::memory_order_relaxed);
-            return 0;
-        }
-    }
+    if (__builtin_expect(mutex_lock_fast(pm, tls_vproc), 1)) return 0;
     return mutex_lock_until(pm, 0, WEFT_SITE());
 }
 
@@ -161,15 +154,7 @@ int weft_mutex_trylock(weft_mutex_t *pm) {
 }
 
 int weft_mutex_unlock(weft_mutex_t *pm) {
-    Vproc *vp = tls_vproc;
-    if (__builtin_expect(pm && vp && !vp->smp, 1)) {
-        MutexImpl *m = impl(pm);
-        // Owned by us with no waiters and no recursion: implies a valid kind.
-        if (m->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(vp->current) && !m->depth) {
-            m->owner.store(0, std::memory_order_relaxed);
-            return 0;
-        }
-    }
+    if (__builtin_expect(mutex_unlock_fast(pm, tls_vproc), 1)) return 0;
     return mutex_unlock(pm);
 }
 

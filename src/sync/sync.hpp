@@ -96,8 +96,27 @@ static_assert(offsetof(MutexImpl, kind) == 0, "WEFT_MUTEX_*_INITIALIZER set the 
 static_assert(offsetof(SemImpl, value) == 4, "WEFT_SEM_INITIALIZER puts the value in bits 32..63");
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "initializers assume little-endian words");
 
-// Mutex operations used by the condition variable.
+// Mutex slow paths (sync/mutex.cc) and the single-vproc fast paths, which
+// weft_mutex_lock/unlock and the condition variable share.
 int mutex_lock_until(weft_mutex_t *m, uint64_t deadline, const void *site);
 int mutex_unlock(weft_mutex_t *m);
+
+// One vproc, mutex free: take it with a load and a store.
+inline bool mutex_lock_fast(weft_mutex_t *pm, Vproc *vp) {
+    if (!pm || !vp || vp->smp) return false;
+    MutexImpl *m = impl(pm);
+    if (m->kind > WEFT_MUTEX_RECURSIVE || m->owner.load(std::memory_order_relaxed) != 0) return false;
+    m->owner.store(reinterpret_cast<uintptr_t>(vp->current), std::memory_order_relaxed);
+    return true;
+}
+
+// One vproc, owned by us, nobody waiting, not nested: release with a store.
+inline bool mutex_unlock_fast(weft_mutex_t *pm, Vproc *vp) {
+    if (!pm || !vp || vp->smp) return false;
+    MutexImpl *m = impl(pm);
+    if (m->owner.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(vp->current) || m->depth) return false;
+    m->owner.store(0, std::memory_order_relaxed);
+    return true;
+}
 
 } // namespace weft::detail
