@@ -242,10 +242,10 @@ const char *weft_park_reason_name(int reason);
 
 typedef struct weft_stats {
     uint64_t switches;         /* context switches made */
-    uint64_t yields;           /* weft_yield calls that switched */
-    uint64_t threads_created;  /* threads created whose home is this vproc */
+    uint64_t yields;           /* weft_yield calls that let another thread run */
+    uint64_t threads_created;  /* threads started on this vproc (their home) */
     uint64_t threads_exited;   /* threads that finished here */
-    uint64_t threads_live;     /* created minus exited (summed: threads alive) */
+    uint64_t threads_live;     /* created minus exited: running or parked here */
     uint64_t parks[WEFT_PARK_REASON_COUNT]; /* parks by reason */
     uint64_t remote_wakeups;   /* threads handed in from another vproc */
     uint64_t timers_fired;     /* deadlines that expired */

@@ -7,8 +7,14 @@
 // and passed in by the caller, who already has the vproc at hand.
 //
 // Rule: nothing parks, yields or switches while holding a Spin. Sections are
-// a handful of loads and stores, so spinning is always short.
+// a handful of loads and stores, so spinning is normally short — unless the
+// holder's kernel thread was preempted, e.g. two vprocs sharing one CPU.
+// Spinning then cannot help (the holder needs this CPU), so after a brief
+// spin the waiter gives the CPU away with sched_yield instead of burning its
+// time slice (a tick, 4 ms here) per acquisition.
 #pragma once
+
+#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
@@ -20,7 +26,10 @@ public:
     void lock(bool smp) noexcept {
         if (!smp) return;
         while (flag_.exchange(1, std::memory_order_acquire)) {
-            while (flag_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+            for (int spins = 0; flag_.load(std::memory_order_relaxed); ++spins) {
+                if (spins < kSpinsBeforeYield) __builtin_ia32_pause();
+                else sched_yield();
+            }
         }
     }
     void unlock(bool smp) noexcept {
@@ -28,6 +37,7 @@ public:
     }
 
 private:
+    static constexpr int kSpinsBeforeYield = 128; // ~ a few µs of pause
     std::atomic<uint8_t> flag_{0};
 };
 static_assert(sizeof(Spin) == 1);

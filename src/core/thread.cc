@@ -106,7 +106,10 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     context_init(&t->ctx, t, thread_start, t);
 
     rt->thread_started();
-    vp->stats.created.add();
+    // Counted on the home vproc at once, so created - exited is what lives
+    // there; from another vproc that takes an atomic add (rare).
+    if (target == vp) vp->stats.created.add();
+    else target->stats.created_remotely.fetch_add(1, std::memory_order_relaxed);
     if (out) *out = weft_thread_t{t, t->id};
     t->state = ThreadState::Ready;
     if (target == vp) vp->enqueue_local(t);
@@ -217,6 +220,13 @@ int weft_yield(void) {
     Vproc *vp = tls_vproc;
     if (!vp) return EPERM;
     Tcb *self = vp->current;
+    if (vp->nothing_ready()) {
+        // Alone: look for expired timers and remote wake-ups now (a thread
+        // spinning on weft_yield must see them), and return at once if there
+        // is still nobody to give the vproc to.
+        vp->poll();
+        if (vp->nothing_ready()) return 0;
+    }
     vp->stats.yields.add();
     self->state = ThreadState::Ready;
     vp->enqueue_local(self);

@@ -1,6 +1,7 @@
 #include "core/vproc.hpp"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,7 +34,7 @@ uint64_t now_ns() {
 
 Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions)
     : rt(rt_), index(index_), smp(smp_), pol(rt_->cfg.policy), pol_state(pol->create(this)),
-      stacks(regions) {
+      fifo(pol == &kFifoPolicy), stacks(regions) {
     loop.vp = this;
     loop.state = ThreadState::Running;
     loop.stack.guarded = true; // the kernel thread's own stack: no canary to check
@@ -55,7 +56,7 @@ uint64_t Vproc::next_thread_id() {
 void Vproc::run_loop() {
     for (;;) {
         poll();
-        if (Tcb *next = pol->pick(pol_state)) {
+        if (Tcb *next = pick()) {
             poll_countdown = kPollInterval;
             switch_to(&loop, next);
             continue;
@@ -103,8 +104,10 @@ void Vproc::idle_wait() {
 // Before sleeping, watch the inbox for a short while. Another vproc that
 // hands us work a few microseconds from now (a mutex hand-off, a signal) then
 // reaches us without two system calls and the kernel's wake-up latency,
-// which on a virtual machine is tens of microseconds. Single-vproc runtimes
-// never spin: nobody else could hand them work this way.
+// which on a virtual machine is tens of microseconds. Between looks the CPU
+// is offered to others (sched_yield): if the vproc that will hand us work
+// shares our CPU, it gets to run instead of waiting for our time slice to
+// end. Single-vproc runtimes never spin: nobody else hands them work this way.
 bool Vproc::spin_for_work(uint64_t deadline) {
     uint64_t start = now_ns();
     uint64_t until = start + kIdleSpinNs < deadline ? start + kIdleSpinNs : deadline;
@@ -114,6 +117,7 @@ bool Vproc::spin_for_work(uint64_t deadline) {
             __builtin_ia32_pause();
         }
         if (now_ns() >= until) return false;
+        sched_yield();
     }
 }
 

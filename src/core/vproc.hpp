@@ -35,6 +35,7 @@
 #include <cstdint>
 
 #include "core/tcb.hpp"
+#include "sched/fifo.hpp"
 #include "sched/policy.hpp"
 #include "stack/provider.hpp"
 #include "weft/weft.h"
@@ -69,6 +70,7 @@ struct VprocCounters {
     Counter switches, yields, created, exited;
     Counter parks[WEFT_PARK_REASON_COUNT];
     Counter remote_wakeups, timers_fired, idle_sleeps;
+    std::atomic<uint64_t> created_remotely{0}; // threads other vprocs created with this home
 };
 
 // Multi-producer single-consumer stack of ready threads, drained in FIFO order.
@@ -109,6 +111,7 @@ struct Vproc {
     Tcb *current = nullptr;       // running thread, or &loop
     const PolicyOps *pol;         // scheduling policy and its per-vproc state
     void *pol_state;
+    const bool fifo;              // pol is kFifoPolicy: call its queue inline
     TimerHeap timers;
     Inbox inbox;                  // threads made ready by other kernel threads
     std::atomic<uint32_t> sleeping{0}; // futex word: 1 while idle_wait sleeps
@@ -125,12 +128,16 @@ struct Vproc {
     // --- scheduling: called on this vproc only ---
     void run_loop();              // until the runtime stops
     void poll();                  // drain the inbox, expire timers
-    Tcb *pick_next() {
+    bool nothing_ready() const {
+        return fifo ? static_cast<const FifoQueue *>(pol_state)->count == 0 : pol->ready(pol_state) == 0;
+    }
+    Tcb *pick() { return fifo ? static_cast<FifoQueue *>(pol_state)->pop() : pol->pick(pol_state); }
+    Tcb *pick_next() { // pick, polling first every kPollInterval dispatches
         if (--poll_countdown == 0) {
             poll_countdown = kPollInterval;
             poll();
         }
-        return pol->pick(pol_state);
+        return pick();
     }
     // Switch away from the current thread, which the caller has already put
     // where it belongs (run queue, a wait queue, or nowhere when dead).
@@ -144,7 +151,10 @@ struct Vproc {
         switch_to(cur, next ? next : &loop);
     }
     inline void switch_to(Tcb *cur, Tcb *next);
-    void enqueue_local(Tcb *t) { pol->enqueue(pol_state, t); }
+    void enqueue_local(Tcb *t) {
+        if (fifo) static_cast<FifoQueue *>(pol_state)->push(t);
+        else pol->enqueue(pol_state, t);
+    }
     void reap_dead();
     uint64_t next_thread_id();
 

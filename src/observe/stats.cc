@@ -15,7 +15,7 @@ void add(weft_stats_t *out, const Vproc &vp) {
     const VprocCounters &c = vp.stats;
     out->switches += c.switches.get();
     out->yields += c.yields.get();
-    out->threads_created += c.created.get();
+    out->threads_created += c.created.get() + c.created_remotely.load(std::memory_order_relaxed);
     out->threads_exited += c.exited.get();
     for (int r = 0; r < WEFT_PARK_REASON_COUNT; ++r) out->parks[r] += c.parks[r].get();
     out->remote_wakeups += c.remote_wakeups.get();

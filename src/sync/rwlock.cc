@@ -30,15 +30,16 @@ int acquire(weft_rwlock_t *pl, bool write, bool try_only, const void *site) {
     Vproc *vp = tls_vproc;
     RwlockImpl *l = impl(pl);
     const bool smp = smp_of(vp);
-    Tcb *self = vp ? vp->current : nullptr;
+    // Outside weft_main the kernel thread's tag identifies the writer.
+    Tcb *self = reinterpret_cast<Tcb *>(owner_tag(vp));
     l->lock.lock(smp);
-    if (self && l->writer == self) {
+    if (l->writer == self) {
         l->lock.unlock(smp);
         return EDEADLK;
     }
     bool free_now = write ? (!l->writer && !l->readers && l->q.empty()) : (!l->writer && l->q.empty());
     if (free_now) {
-        if (write) l->writer = self ? self : reinterpret_cast<Tcb *>(owner_tag(nullptr));
+        if (write) l->writer = self;
         else ++l->readers;
         l->lock.unlock(smp);
         return 0;
