@@ -50,7 +50,7 @@ void thread_start(void *p) {
     first.finish();
     Vproc *vp = tls_vproc;
     if (vp->dead) vp->reap_dead();
-    errno = 0;
+    *vp->errno_loc = 0;
     void *ret;
     try {
         ret = self->fn(self->arg);

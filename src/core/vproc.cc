@@ -45,12 +45,9 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions)
 
 Vproc::~Vproc() { pol->destroy(pol_state); }
 
-uint64_t Vproc::next_thread_id() {
-    if (id_next == id_end) {
-        id_next = g_next_id_block.fetch_add(kIdBlock, std::memory_order_relaxed);
-        id_end = id_next + kIdBlock;
-    }
-    return id_next++;
+void Vproc::refill_thread_ids() {
+    id_next = g_next_id_block.fetch_add(kIdBlock, std::memory_order_relaxed);
+    id_end = id_next + kIdBlock;
 }
 
 void Vproc::run_loop() {

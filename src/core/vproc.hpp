@@ -156,7 +156,11 @@ struct Vproc {
         else pol->enqueue(pol_state, t);
     }
     void reap_dead();
-    uint64_t next_thread_id();
+    uint64_t next_thread_id() {
+        if (__builtin_expect(id_next == id_end, 0)) refill_thread_ids();
+        return id_next++;
+    }
+    void refill_thread_ids();
 
     // --- called from any kernel thread ---
     void push_remote(Tcb *t) {

@@ -25,11 +25,6 @@ long read_max_map_count() {
 
 } // namespace
 
-size_t round_stack_size(size_t requested) {
-    size_t s = std::max(requested, kMinStackSize);
-    return (s + kPageSize - 1) & ~(kPageSize - 1);
-}
-
 StackRegions::StackRegions() {
     // Each guard splits its region: two more map entries per guarded stack.
     guard_budget_ = std::max(0L, (read_max_map_count() - kMapReserve) / 2);
@@ -70,15 +65,10 @@ StackPool::SizeClass &StackPool::find_class(size_t size) {
     return *(last_ = classes_.back().get());
 }
 
-bool StackPool::alloc(size_t size, Stack *out) {
+// Past the hot list: a batch not yet given back, then the cold list, then
+// fresh memory.
+bool StackPool::alloc_slow(size_t size, Stack *out) {
     SizeClass &c = size_class(size);
-    if (FreeStack *f = c.hot) {
-        c.hot = f->next;
-        --c.hot_count;
-        *out = f->stack;
-        ++counters_.reused;
-        return true;
-    }
     for (std::vector<Stack> *list : {&c.pending, &c.cold}) {
         if (list->empty()) continue;
         *out = list->back();
@@ -92,16 +82,9 @@ bool StackPool::alloc(size_t size, Stack *out) {
     return true;
 }
 
-void StackPool::release(Stack s) {
+// The hot list is full: batch the stack for giving its pages back.
+void StackPool::release_slow(Stack s) {
     SizeClass &c = size_class(s.size);
-    if (c.hot_count < kHotStacks) {
-        auto *f = reinterpret_cast<FreeStack *>(s.hi() - sizeof(FreeStack));
-        f->stack = s;
-        f->next = c.hot;
-        c.hot = f;
-        ++c.hot_count;
-        return;
-    }
     c.pending.push_back(s);
     if (c.pending.size() >= kReleaseBatch) give_back(c);
 }

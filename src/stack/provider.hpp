@@ -100,8 +100,31 @@ private:
 class StackPool final : public StackProvider {
 public:
     explicit StackPool(StackRegions &regions) : regions_(regions) {}
-    bool alloc(size_t size, Stack *out) override;
-    void release(Stack s) override;
+    bool alloc(size_t size, Stack *out) override { return alloc_hot(size, out) || alloc_slow(size, out); }
+    void release(Stack s) override {
+        if (!release_hot(s)) release_slow(s);
+    }
+    // The common cases, inline for callers that know the provider is a pool.
+    bool alloc_hot(size_t size, Stack *out) {
+        SizeClass &c = size_class(size);
+        FreeStack *f = c.hot;
+        if (!f) return false;
+        c.hot = f->next;
+        --c.hot_count;
+        *out = f->stack;
+        ++counters_.reused;
+        return true;
+    }
+    bool release_hot(Stack s) {
+        SizeClass &c = size_class(s.size);
+        if (c.hot_count >= kHotStacks) return false;
+        auto *f = reinterpret_cast<FreeStack *>(s.hi() - sizeof(FreeStack));
+        f->stack = s;
+        f->next = c.hot;
+        c.hot = f;
+        ++c.hot_count;
+        return true;
+    }
     const StackCounters &counters() const override { return counters_; }
 
 private:
@@ -119,6 +142,8 @@ private:
         std::vector<Stack> cold;    // pages given back, LIFO
     };
     void give_back(SizeClass &c);   // madvise the pending batch, move it to cold
+    bool alloc_slow(size_t size, Stack *out);
+    void release_slow(Stack s);
     SizeClass &size_class(size_t size) {
         return last_ && last_->size == size ? *last_ : find_class(size);
     }
@@ -131,6 +156,9 @@ private:
 };
 
 // Round a requested stack size to what the pool hands out.
-size_t round_stack_size(size_t requested);
+inline size_t round_stack_size(size_t requested) {
+    size_t s = requested > kMinStackSize ? requested : kMinStackSize;
+    return (s + kPageSize - 1) & ~(kPageSize - 1);
+}
 
 } // namespace weft::detail
