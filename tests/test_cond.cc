@@ -229,6 +229,44 @@ TEST_P(CondTest, SignalAfterATimeoutReachesTheRemainingWaiter) {
     EXPECT_EQ(0, plain);
 }
 
+// A timed wait that is woken before its deadline must leave no timer behind:
+// the thread's next, untimed park (on a semaphore) must not end with a
+// spurious ETIMEDOUT when the old deadline passes.
+TEST_P(CondTest, EarlyWakeupCancelsTheDeadline) {
+    int cond_rc = -1, sem_rc = -1;
+    bool posted_before_return = false;
+    ASSERT_EQ(0, run([&] {
+        weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
+        weft_cond_t c = WEFT_COND_INITIALIZER;
+        weft_sem_t s = WEFT_SEM_INITIALIZER(0);
+        std::atomic<bool> posted{false};
+        bool ready = false;
+        const uint64_t cbase = parks(WEFT_PARK_COND), sbase = parks(WEFT_PARK_SEM);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn_on(&t, other(), [&] {
+            weft_mutex_lock(&m);
+            while (!ready) cond_rc = weft_cond_timedwait(&c, &m, weft_now_ns() + 5 * kMs);
+            weft_mutex_unlock(&m);
+            sem_rc = weft_sem_wait(&s);
+            posted_before_return = posted.load();
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_COND, cbase + 1));
+        weft_mutex_lock(&m);
+        ready = true;
+        weft_cond_signal(&c);
+        weft_mutex_unlock(&m);
+        ASSERT_TRUE(wait_parks(WEFT_PARK_SEM, sbase + 1));
+        weft_sleep_ns(20 * kMs); // well past the old deadline
+        posted = true;
+        weft_sem_post(&s);
+        join(t);
+    }));
+    EXPECT_EQ(0, cond_rc);
+    EXPECT_EQ(0, sem_rc);
+    EXPECT_TRUE(posted_before_return);
+}
+
 // ---------------------------------------------------------------- errors
 
 TEST_P(CondTest, WaitWithoutHoldingTheMutexReturnsEperm) {

@@ -91,6 +91,21 @@ TEST_P(RwlockTest, WrlockWhileHoldingTheWriteLockReturnsEdeadlk) {
     EXPECT_EQ(0, unlock);
 }
 
+// POSIX and weft.h: the try variants report a lock they cannot take now as
+// EBUSY, also when the caller itself is the writer.
+TEST_P(RwlockTest, TrylocksByTheWriterItselfReturnEbusy) {
+    int trywr = -1, tryrd = -1;
+    ASSERT_EQ(0, run([&] {
+        weft_rwlock_t l = WEFT_RWLOCK_INITIALIZER;
+        ASSERT_EQ(0, weft_rwlock_wrlock(&l));
+        trywr = weft_rwlock_trywrlock(&l);
+        tryrd = weft_rwlock_tryrdlock(&l);
+        EXPECT_EQ(0, weft_rwlock_unlock(&l));
+    }));
+    EXPECT_EQ(EBUSY, trywr);
+    EXPECT_EQ(EBUSY, tryrd);
+}
+
 TEST_P(RwlockTest, UnlockWhenNotHeldReturnsEperm) {
     int free_unlock = -1, not_writer = -1, writer_unlock = -1;
     ASSERT_EQ(0, run([&] {

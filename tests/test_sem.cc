@@ -141,6 +141,24 @@ TEST_P(SemTest, TimedwaitSucceedsWhenPostedInTimeOrWhenAvailable) {
     EXPECT_EQ(0, available);
 }
 
+TEST_P(SemTest, TimedwaitWithTheLargestDeadlineWaitsForAPost) {
+    int rc = -1;
+    ASSERT_EQ(0, run([&] {
+        weft_sem_t s = WEFT_SEM_INITIALIZER(0);
+        const uint64_t base = parks(WEFT_PARK_SEM);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn_on(&t, other(), [&] {
+            rc = weft_sem_timedwait(&s, UINT64_MAX);
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_SEM, base + 1));
+        weft_sleep_ns(2 * kMs); // the vproc may go idle with that deadline armed
+        weft_sem_post(&s);
+        join(t);
+    }));
+    EXPECT_EQ(0, rc);
+}
+
 // Waiters queue in a known order; each post wakes the longest waiter.
 TEST_P(SemTest, WaitersAreWokenInFifoOrder) {
     const int n = 8;

@@ -97,6 +97,27 @@ TEST_P(ThreadTest, JoinAlreadyJoinedThreadReturnsEinval) {
     EXPECT_EQ(EINVAL, second);
 }
 
+TEST_P(ThreadTest, SecondJoinerOfTheSameThreadReturnsEinval) {
+    int first = -1, second = -1;
+    ASSERT_EQ(0, run([&] {
+        weft_sem_t gate = WEFT_SEM_INITIALIZER(0);
+        weft_thread_t target, joiner;
+        ASSERT_EQ(0, spawn_on(&target, home(1), [&] { weft_sem_wait(&gate); return ptr(5); }));
+        const uint64_t base = parks(WEFT_PARK_JOIN);
+        ASSERT_EQ(0, spawn_on(&joiner, home(2), [&] {
+            void *r = nullptr;
+            first = weft_thread_join(target, &r);
+            return r;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_JOIN, base + 1)); // the first joiner waits
+        second = weft_thread_join(target, nullptr);
+        weft_sem_post(&gate);
+        EXPECT_EQ(ptr(5), join(joiner));
+    }));
+    EXPECT_EQ(0, first);
+    EXPECT_EQ(EINVAL, second);
+}
+
 TEST_P(ThreadTest, StaleHandleIsDetectedByEveryCall) {
     int join_rc = -1, detach_rc = -1, getname_rc = -1, setname_rc = -1;
     uint64_t id = 1;
@@ -619,6 +640,24 @@ TEST_P(ThreadTest, NewThreadStartsWithErrnoZero) {
         join(t);
     }));
     EXPECT_EQ(0, seen);
+}
+
+class ThreadDeathTest : public OnVprocs {};
+WEFT_ON_VPROCS(ThreadDeathTest);
+
+TEST_P(ThreadDeathTest, UncaughtExceptionAbortsNamingTheThread) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    const int n = vprocs();
+    EXPECT_DEATH(wt::run(n, [n] {
+        weft_thread_attr_t a;
+        weft_thread_attr_init(&a);
+        a.name = "thrower";
+        a.home_vproc = n - 1;
+        weft_thread_t t;
+        weft_thread_create(&t, &a, [](void *) -> void * { throw 42; }, nullptr);
+        weft_thread_join(t, nullptr);
+    }),
+                 "uncaught C\\+\\+ exception in weft thread [0-9]+ thrower");
 }
 
 // ---------------------------------------------------------------- weft_main

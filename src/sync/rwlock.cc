@@ -33,9 +33,9 @@ int acquire(weft_rwlock_t *pl, bool write, bool try_only, const void *site) {
     // Outside weft_main the kernel thread's tag identifies the writer.
     Tcb *self = reinterpret_cast<Tcb *>(owner_tag(vp));
     l->lock.lock(smp);
-    if (l->writer == self) {
+    if (l->writer == self) { // try: busy, like any held lock; blocking: would never return
         l->lock.unlock(smp);
-        return EDEADLK;
+        return try_only ? EBUSY : EDEADLK;
     }
     bool free_now = write ? (!l->writer && !l->readers && l->q.empty()) : (!l->writer && l->q.empty());
     if (free_now) {
