@@ -3,7 +3,7 @@
 # them with apt-get; otherwise it names them and fails, so nothing is hidden.
 # Usage: scripts/deps.sh [package ...]   (default: the build + test set)
 set -eu
-pkgs=${*:-"cmake ninja-build g++ make libgtest-dev python3"}
+pkgs=${*:-"cmake ninja-build g++ make libgtest-dev python3 pkg-config"}
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
