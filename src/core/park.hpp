@@ -48,7 +48,7 @@ inline int park(Vproc *vp, int reason, const void *site, uint64_t deadline) {
     self->park_reason = static_cast<uint8_t>(reason);
     self->park_site = site;
     vp->stats.parks[reason].add();
-    if (vp->pol->on_park) vp->pol->on_park(vp->pol_state, self, reason, site);
+    if (!vp->fifo && vp->pol->on_park) vp->pol->on_park(vp->pol_state, self, reason, site);
     if (deadline) {
         self->timer.fire = park_timeout;
         vp->timers.arm(&self->timer, deadline);

@@ -35,7 +35,12 @@ struct WaitQueue {
 
     Tcb *pop_front() {
         Tcb *t = head;
-        if (t) remove(t);
+        if (!t) return nullptr;
+        head = t->wq_next;
+        if (head) head->wq_prev = nullptr;
+        else tail = nullptr;
+        t->wq_next = nullptr;
+        t->waiting_on = nullptr;
         return t;
     }
 };
