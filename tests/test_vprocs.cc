@@ -190,4 +190,40 @@ TEST(VprocSharedCpuTest, HandOffsBetweenVprocsSharingOneCpuDoNotWaitForATick) {
     EXPECT_LT(elapsed, kSec) << rounds << " rounds took " << elapsed / kMs << " ms";
 }
 
+// With pin set, vproc i runs on the i-th usable CPU alone; the caller of
+// weft_main gets its own CPU mask back afterwards.
+TEST(VprocPinTest, PinnedVprocsRunOnOneCpuEachAndTheCallersMaskIsRestored) {
+    cpu_set_t before;
+    ASSERT_EQ(0, sched_getaffinity(0, sizeof before, &before));
+    if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "needs two usable CPUs";
+    int cpu_of[2] = {-1, -1};
+    int count_of[2] = {0, 0};
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.vprocs = 2;
+    cfg.pin = 1;
+    std::function<int()> body = [&] {
+        weft_thread_t ts[2];
+        for (int v = 0; v < 2; ++v)
+            EXPECT_EQ(0, spawn_on(&ts[v], v, [&, v] {
+                cpu_set_t mine;
+                if (sched_getaffinity(0, sizeof mine, &mine) == 0) {
+                    count_of[v] = CPU_COUNT(&mine);
+                    for (int c = 0; c < CPU_SETSIZE; ++c)
+                        if (CPU_ISSET(c, &mine)) cpu_of[v] = c;
+                }
+                return nullptr;
+            }));
+        for (auto &t : ts) join(t);
+        return 0;
+    };
+    ASSERT_EQ(0, weft_main_config(&cfg, detail::main_trampoline, &body));
+    EXPECT_EQ(1, count_of[0]);
+    EXPECT_EQ(1, count_of[1]);
+    EXPECT_NE(cpu_of[0], cpu_of[1]);
+    cpu_set_t after;
+    ASSERT_EQ(0, sched_getaffinity(0, sizeof after, &after));
+    EXPECT_TRUE(CPU_EQUAL(&before, &after)) << "weft_main left the caller pinned";
+}
+
 } // namespace

@@ -12,7 +12,20 @@ namespace weft::detail {
 
 int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr, void *(*fn)(void *), void *arg);
 
+// The CPUs vproc i may be pinned to, read once before any vproc pins itself:
+// a vproc's kernel thread is created by vproc 0's, and would otherwise
+// inherit its one-CPU mask.
+static std::vector<int> usable_cpus() {
+    std::vector<int> cpus;
+    cpu_set_t usable;
+    if (sched_getaffinity(0, sizeof usable, &usable) != 0) return cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+        if (CPU_ISSET(cpu, &usable)) cpus.push_back(cpu);
+    return cpus;
+}
+
 Runtime::Runtime(const RuntimeConfig &c) : cfg(c), smp(c.vprocs > 1) {
+    if (cfg.pin) cpus = usable_cpus();
     for (int i = 0; i < cfg.vprocs; ++i) vprocs.push_back(std::make_unique<Vproc>(this, i, smp, regions));
 }
 
@@ -88,22 +101,12 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
     return true;
 }
 
-void pin_to_cpu(int index) {
-    cpu_set_t usable;
-    if (sched_getaffinity(0, sizeof usable, &usable) != 0) return;
-    int n = CPU_COUNT(&usable);
-    if (n == 0) return;
-    int want = index % n;
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (!CPU_ISSET(cpu, &usable)) continue;
-        if (want-- == 0) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-            return;
-        }
-    }
+void pin_to_cpu(const Runtime &rt, int index) {
+    if (rt.cpus.empty()) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(rt.cpus[static_cast<size_t>(index) % rt.cpus.size()], &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
 }
 
 // The loop context runs on the kernel thread's stack; ASan needs its bounds.
@@ -121,13 +124,29 @@ void bind_kernel_thread(Vproc *vp) {
         pthread_attr_destroy(&a);
     }
     vproc_signal_stack_init(vp);
-    if (vp->rt->cfg.pin) pin_to_cpu(vp->index);
+    if (vp->rt->cfg.pin) pin_to_cpu(*vp->rt, vp->index);
 }
 
 void unbind_kernel_thread(Vproc *vp) {
     vproc_signal_stack_fini(vp);
     tls_vproc = nullptr;
 }
+
+// weft_main runs vproc 0 on the caller's kernel thread; with pinning on, the
+// caller gets its own CPU mask back when weft_main returns.
+class AffinityRestore {
+public:
+    explicit AffinityRestore(bool active) : active_(active && sched_getaffinity(0, sizeof saved_, &saved_) == 0) {}
+    ~AffinityRestore() {
+        if (active_) sched_setaffinity(0, sizeof saved_, &saved_);
+    }
+    AffinityRestore(const AffinityRestore &) = delete;
+    AffinityRestore &operator=(const AffinityRestore &) = delete;
+
+private:
+    cpu_set_t saved_;
+    bool active_;
+};
 
 void *vproc_main(void *p) {
     auto *vp = static_cast<Vproc *>(p);
@@ -177,6 +196,7 @@ int weft_main_config(const weft_config *user, int (*fn)(void *), void *arg) {
     if (!resolve_config(user, &cfg)) return -1;
     install_signal_handlers();
 
+    AffinityRestore restore_affinity(cfg.pin);
     auto rt = std::make_unique<Runtime>(cfg);
     Vproc *vp0 = rt->vprocs[0].get();
     bind_kernel_thread(vp0);

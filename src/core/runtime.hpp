@@ -29,6 +29,7 @@ struct Runtime {
     std::atomic<int64_t> live{0};      // threads created and not yet reaped
     std::atomic<bool> stopping{false}; // set when live drops to 0
     int main_result = 0;
+    std::vector<int> cpus;             // with cfg.pin: the CPUs vproc i % n is pinned to
 
     void thread_started() {
         if (smp) live.fetch_add(1, std::memory_order_relaxed);
