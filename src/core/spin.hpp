@@ -25,18 +25,23 @@ class Spin {
 public:
     void lock(bool smp) noexcept {
         if (!smp) return;
-        while (flag_.exchange(1, std::memory_order_acquire)) {
-            for (int spins = 0; flag_.load(std::memory_order_relaxed); ++spins) {
-                if (spins < kSpinsBeforeYield) __builtin_ia32_pause();
-                else sched_yield();
-            }
-        }
+        if (__builtin_expect(flag_.exchange(1, std::memory_order_acquire), 0)) lock_contended();
     }
     void unlock(bool smp) noexcept {
         if (smp) flag_.store(0, std::memory_order_release);
     }
 
 private:
+    // Out of line: inlined, the waiting loop costs every lock site registers.
+    [[gnu::noinline, gnu::cold]] void lock_contended() noexcept {
+        do {
+            for (int spins = 0; flag_.load(std::memory_order_relaxed); ++spins) {
+                if (spins < kSpinsBeforeYield) __builtin_ia32_pause();
+                else sched_yield();
+            }
+        } while (flag_.exchange(1, std::memory_order_acquire));
+    }
+
     static constexpr int kSpinsBeforeYield = 128; // ~ a few µs of pause
     std::atomic<uint8_t> flag_{0};
 };

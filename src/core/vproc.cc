@@ -118,6 +118,11 @@ bool Vproc::spin_for_work(uint64_t deadline) {
     }
 }
 
+void Vproc::push_remote(Tcb *t) {
+    inbox.push(t);
+    notify();
+}
+
 void Vproc::notify() {
     if (sleeping.load(std::memory_order_seq_cst)) {
         sleeping.store(0, std::memory_order_relaxed);

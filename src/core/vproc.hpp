@@ -163,10 +163,9 @@ struct Vproc {
     void refill_thread_ids();
 
     // --- called from any kernel thread ---
-    void push_remote(Tcb *t) {
-        inbox.push(t);
-        notify();
-    }
+    // Out of line: it is the rare path of wake(), and inlined its CAS loop and
+    // futex call cost every wake()'s caller extra saved registers.
+    void push_remote(Tcb *t);
     void notify();
 
 private:

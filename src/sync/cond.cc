@@ -4,7 +4,10 @@
 namespace weft::detail {
 namespace {
 
-int cond_wait(weft_cond_t *pc, weft_mutex_t *pm, uint64_t deadline, const void *site) {
+// Inlined into both public entry points: no extra frame, and the deadline
+// tests fold away for weft_cond_wait.
+[[gnu::always_inline]] inline int cond_wait(weft_cond_t *pc, weft_mutex_t *pm, uint64_t deadline,
+                                            const void *site) {
     if (!pc || !pm) return EINVAL;
     Vproc *vp = tls_vproc;
     MutexImpl *m = impl(pm);
