@@ -14,8 +14,11 @@
  * Outside weft_main (a kernel thread that is not running the runtime):
  *   - thread calls (create, join, detach, yield, exit) return EPERM;
  *   - weft_sleep_ns falls back to nanosleep(2) of the calling kernel thread;
- *   - synchronisation objects work while uncontended; an operation that
- *     would have to wait returns EPERM instead of blocking;
+ *   - synchronisation objects work while no weft thread uses them at the
+ *     same time (set up before weft_main, tear down after); an operation
+ *     that would have to wait returns EPERM instead of blocking. Sharing an
+ *     object between a plain kernel thread and running weft threads is not
+ *     supported (on one vproc objects take no lock at all);
  *   - weft_now_ns, weft_stats_get (zeros) and the key calls work.
  *
  * Threads are cooperative: a thread runs until it blocks in a weft call or
@@ -185,7 +188,10 @@ int weft_rwlock_rdlock(weft_rwlock_t *l);
 int weft_rwlock_tryrdlock(weft_rwlock_t *l); /* EBUSY */
 int weft_rwlock_wrlock(weft_rwlock_t *l);    /* EDEADLK if the caller writes it */
 int weft_rwlock_trywrlock(weft_rwlock_t *l); /* EBUSY */
-int weft_rwlock_unlock(weft_rwlock_t *l);    /* EPERM if not held */
+/* EPERM if the lock is free or another thread writes it. Readers are not
+ * tracked one by one: an unlock by a thread that holds no read lock while
+ * others do is not detected (it releases one of theirs). */
+int weft_rwlock_unlock(weft_rwlock_t *l);
 int weft_rwlock_destroy(weft_rwlock_t *l);   /* EBUSY when held or waited on */
 
 /* Counting semaphore. Unlike sem_wait(3) these return an error number. */

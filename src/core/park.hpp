@@ -7,18 +7,27 @@
 // identifier of where the thread blocked: the return address of the public
 // weft_* call, i.e. the user's call site) and hands both to the policy.
 //
-// Exactly one waker per park. A thread parked on a WaitQueue is woken by
-// whoever removes it from that queue, under the queue's lock — a signaller,
-// an unlocker, or its own deadline timer (which takes the same lock and
-// finds it still queued, or not). A thread parked on nothing (sleep, join) has
-// exactly one party that knows about it (its timer, the joined thread). So a
-// wake-up is never lost and never doubled, without any per-thread atomics.
+// Exactly one waker per park. Several parties may try to wake a parked
+// thread — whoever removes it from its wait queue (a signaller, an unlocker),
+// and its own deadline timer — so each park has a one-shot claim
+// (Tcb::claimed): only the party that wins it may wake the thread. A waker
+// that loses moves on to the next waiter; a timer that loses does nothing
+// and never touches the object the thread waited on (which may be gone).
+// On one vproc the claim is a plain load and store: nothing runs concurrently.
+//
+// Nothing touches a synchronisation object after waking a thread from it:
+// the woken thread may destroy and free the object as soon as it runs. So
+// waiters are claimed and removed under the object's lock, and made ready
+// only after it is released (WakeList collects several).
 //
 // Protocol for a wait on a queue (lock = the owning object's Spin):
 //     lock(); ... decide to wait ...
 //     enqueue_self(vp, q, lock);   // queued, state Parked
-//     unlock();                    // a waker may now make it Ready
+//     unlock();                    // a waker may now claim it
 //     int r = park(vp, reason, site, deadline);   // 0 or ETIMEDOUT, or what the waker said
+// and for a wake-up:
+//     lock(); Tcb *t = take_first(q, smp); ... update state ...; unlock();
+//     if (t) make_ready(t, 0);
 #pragma once
 
 #include <cerrno>
@@ -41,6 +50,21 @@ inline void enqueue_self(Vproc *vp, WaitQueue &q, Spin &lock) {
 // Fired on the home vproc when a parked thread's deadline passes.
 void park_timeout(Timer *t);
 
+// Win the right to wake t from its current park. True for exactly one caller.
+inline bool claim(Tcb *t, bool smp) {
+    if (!smp) {
+        if (t->claimed.load(std::memory_order_relaxed)) return false;
+        t->claimed.store(1, std::memory_order_relaxed);
+        return true;
+    }
+    return t->claimed.exchange(1, std::memory_order_acq_rel) == 0;
+}
+
+// Wake a thread parked on nothing (join): claim, then make ready.
+inline void wake(Tcb *t, int result, bool smp) {
+    if (claim(t, smp)) make_ready(t, result);
+}
+
 // Switch away until woken. The caller has set state = Parked where the one
 // waker can find it. deadline: absolute ns, 0 = none. Returns wake_result.
 inline int park(Vproc *vp, int reason, const void *site, uint64_t deadline) {
@@ -54,19 +78,46 @@ inline int park(Vproc *vp, int reason, const void *site, uint64_t deadline) {
         vp->timers.arm(&self->timer, deadline);
     }
     vp->schedule();
-    // Running again on the home vproc; the waker is done with us.
+    // Running again on the home vproc; the waker is done with us. The timer
+    // goes first: once it is cancelled nobody else can look at this park.
     if (self->timer.armed()) vp->timers.cancel(&self->timer);
     self->wait_lock = nullptr;
+    self->claimed.store(0, std::memory_order_relaxed);
     return self->wake_result;
 }
 
-// Remove and wake the first waiter of q (caller holds q's lock). False if empty.
-inline bool wake_one(WaitQueue &q, int result) {
-    Tcb *t = q.pop_front();
-    if (!t) return false;
-    wake(t, result);
-    return true;
+// Remove the first waiter of q that is still ours to wake, claimed (caller
+// holds q's lock; make it ready after unlocking). nullptr if none.
+inline Tcb *take_first(WaitQueue &q, bool smp) {
+    while (Tcb *t = q.pop_front())
+        if (claim(t, smp)) return t;
+    return nullptr; // (a waiter whose timer won is left to the timer)
 }
+
+// Claimed threads to make ready once the object's lock is released. Chained
+// through Tcb::next, which a parked thread does not use.
+class WakeList {
+public:
+    void add(Tcb *t) {
+        t->next = nullptr;
+        *tail_ = t;
+        tail_ = &t->next;
+    }
+    bool empty() const { return head_ == nullptr; }
+    void make_ready_all(int result) {
+        for (Tcb *t = head_; t;) {
+            Tcb *n = t->next; // make_ready reuses next for the run queue
+            make_ready(t, result);
+            t = n;
+        }
+        head_ = nullptr;
+        tail_ = &head_;
+    }
+
+private:
+    Tcb *head_ = nullptr;
+    Tcb **tail_ = &head_;
+};
 
 // Deadline as given by the public API: 0 would mean "none" internally, but a
 // caller passing 0 means "already expired".

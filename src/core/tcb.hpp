@@ -6,12 +6,13 @@
 //  - ctx, state transitions Running<->Ready/Parked, timer, saved_errno, tsd,
 //    stack: only the home vproc (the thread itself or its scheduler).
 //  - wq_prev/wq_next/waiting_on: the lock of the wait queue it is parked on.
-//  - wake_result and the Parked->Ready transition: whoever removes it from
-//    that queue (under the queue's lock), or its own timer — exactly one
-//    waker per park (see core/park.hpp).
+//  - wake_result and the Parked->Ready transition: the one party that wins
+//    `claimed` for this park — a waker that removed it from its queue, or its
+//    own timer (see core/park.hpp).
 //  - joiner/detached/exited/joined: join_lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "arch/context.hpp"
@@ -52,6 +53,7 @@ struct Tcb {
     uint32_t magic = 0;          // kTcbMagic while the handle is valid
     ThreadState state = ThreadState::Ready;
     uint8_t park_reason = 0;     // weft_park_reason of the current/last park
+    std::atomic<uint8_t> claimed{0}; // 1 once a waker (or the timer) owns this park's wake-up
     bool detached = false;       // join_lock
     bool exited = false;         // join_lock: off its stack for good
     bool joined = false;         // join_lock: a joiner has claimed it

@@ -33,7 +33,7 @@ Tcb *resolve(weft_thread_t h) {
         SpinGuard g(self->join_lock, vp->smp);
         if (self->joiner && self->joiner->vp == vp) {
             self->exited = true;
-            wake(self->joiner, 0);
+            wake(self->joiner, 0, vp->smp);
         }
     }
     self->state = ThreadState::Dead;
@@ -75,7 +75,10 @@ void set_name(Tcb *t, const char *name) {
 
 void release_thread(Tcb *t) {
     t->magic = 0; // stale handles now fail to resolve
-    tls_vproc->stacks.release(t->stack);
+    Stack s = t->stack; // a copy: release may reuse the memory t lives in
+    StackPool &here = tls_vproc->stacks;
+    if (s.owner == &here) here.release(s);
+    else s.owner->release_remote(s);
 }
 
 int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr, void *(*fn)(void *),
@@ -147,7 +150,9 @@ int weft_thread_join(weft_thread_t h, void **ret) {
     Tcb *self = vp->current;
     if (t == self) return EDEADLK;
     t->join_lock.lock(vp->smp);
-    if (t->detached || t->joined) {
+    // Again under the lock: a detached thread may have ended and its stack
+    // been reused for a new thread between resolve() and here.
+    if (t->magic != kTcbMagic || t->id != h._id || t->detached || t->joined) {
         t->join_lock.unlock(vp->smp);
         return EINVAL;
     }
@@ -171,7 +176,7 @@ int weft_thread_detach(weft_thread_t h) {
     Tcb *t = resolve(h);
     if (!t) return EINVAL;
     t->join_lock.lock(vp->smp);
-    if (t->detached || t->joined) {
+    if (t->magic != kTcbMagic || t->id != h._id || t->detached || t->joined) { // see join
         t->join_lock.unlock(vp->smp);
         return EINVAL;
     }

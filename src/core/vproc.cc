@@ -145,7 +145,7 @@ void Vproc::reap_dead() {
         }
     }
     if (free_now) release_thread(d);
-    else if (joiner) wake(joiner, 0); // the joiner frees it after reading retval
+    else if (joiner) wake(joiner, 0, smp); // the joiner frees it after reading retval
     rt->thread_ended();
 }
 
@@ -158,17 +158,16 @@ void Runtime::stop() {
 
 void park_timeout(Timer *tm) {
     Tcb *t = tcb_of_timer(tm);
+    const bool smp = t->vp->smp;
+    if (!claim(t, smp)) return; // woken already; its object may be gone
+    // Still parked, so the object it waits on is alive (destroying it now
+    // would be the program's error). Leave its queue if still on it.
     if (Spin *l = t->wait_lock) {
-        bool smp = t->vp->smp;
         l->lock(smp);
-        if (t->waiting_on) { // nobody woke it first
-            t->waiting_on->remove(t);
-            wake(t, ETIMEDOUT);
-        }
+        if (t->waiting_on) t->waiting_on->remove(t);
         l->unlock(smp);
-    } else {
-        wake(t, ETIMEDOUT); // parked on nothing: the timer is its only waker
     }
+    make_ready(t, ETIMEDOUT);
 }
 
 } // namespace weft::detail

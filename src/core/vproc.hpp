@@ -163,8 +163,8 @@ struct Vproc {
     void refill_thread_ids();
 
     // --- called from any kernel thread ---
-    // Out of line: it is the rare path of wake(), and inlined its CAS loop and
-    // futex call cost every wake()'s caller extra saved registers.
+    // Out of line: it is the rare path of make_ready(), and inlined its CAS
+    // loop and futex call cost every caller extra saved registers.
     void push_remote(Tcb *t);
     void notify();
 
@@ -195,9 +195,11 @@ inline void Vproc::switch_to(Tcb *cur, Tcb *next) {
     *errno_loc = cur->saved_errno;
 }
 
-// Make a parked (or new) thread ready: on its home vproc's run queue when we
-// are that vproc, else through its inbox. Caller is the thread's one waker.
-inline void wake(Tcb *t, int result) {
+// Make a parked thread ready: on its home vproc's run queue when we are
+// that vproc, else through its inbox. The caller has won the thread's claim
+// (core/park.hpp) and holds no lock of the object the thread waited on: the
+// thread may run, and free that object, the moment this returns.
+inline void make_ready(Tcb *t, int result) {
     t->wake_result = result;
     t->state = ThreadState::Ready;
     Vproc *me = tls_vproc;

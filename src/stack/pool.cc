@@ -68,6 +68,7 @@ StackPool::SizeClass &StackPool::find_class(size_t size) {
 // Past the hot list: a batch not yet given back, then the cold list, then
 // fresh memory.
 bool StackPool::alloc_slow(size_t size, Stack *out) {
+    if (drain_remote() && alloc_hot(size, out)) return true;
     SizeClass &c = size_class(size);
     for (std::vector<Stack> *list : {&c.pending, &c.cold}) {
         if (list->empty()) continue;
@@ -77,8 +78,20 @@ bool StackPool::alloc_slow(size_t size, Stack *out) {
         return true;
     }
     if (!regions_.carve(size, out)) return false;
+    out->owner = this;
     ++counters_.mapped;
     counters_.guarded += out->guarded;
+    return true;
+}
+
+bool StackPool::drain_remote() {
+    if (!remote_.load(std::memory_order_relaxed)) return false;
+    FreeStack *f = remote_.exchange(nullptr, std::memory_order_acquire);
+    while (f) {
+        FreeStack *next = f->next; // release() may overwrite *f
+        release(f->stack);
+        f = next;
+    }
     return true;
 }
 

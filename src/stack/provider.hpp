@@ -23,9 +23,16 @@
 //    small caches, and tearing down 10^6 threads is not 10^6 system calls.
 //  - Regions are never unmapped while the runtime runs: a stale thread
 //    handle then reads zeros or another thread's id, never unmapped memory.
+//  - A stack always returns to the pool that carved it. A thread may end on
+//    another vproc than the one that created it (home_vproc, joins across
+//    vprocs); its stack then goes back through the owner's remote-free list
+//    (lock-free), which the owner drains before carving anything new. Else
+//    an accept loop on vproc 0 handing connections to vproc 1 would carve a
+//    new stack per connection for ever.
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,10 +54,13 @@ inline constexpr size_t kRegionBytes = size_t{64} << 20;
 inline constexpr size_t kHotStacks = 64;
 inline constexpr size_t kReleaseBatch = 256;
 
+class StackPool;
+
 struct Stack {
     char *lo = nullptr;   // lowest usable byte; the red page is just below
     size_t size = 0;      // usable bytes (a multiple of the page size)
     bool guarded = false; // red page is PROT_NONE (else: zero canary)
+    StackPool *owner = nullptr; // the pool it goes back to, whoever frees it
 
     char *hi() const { return lo + size; }
     char *red_page() const { return lo - kRedZoneBytes; }
@@ -104,6 +114,15 @@ public:
     void release(Stack s) override {
         if (!release_hot(s)) release_slow(s);
     }
+    // From another vproc: hand the stack back to this pool (thread-safe).
+    void release_remote(Stack s) {
+        auto *f = reinterpret_cast<FreeStack *>(s.hi() - sizeof(FreeStack));
+        f->stack = s;
+        FreeStack *head = remote_.load(std::memory_order_relaxed);
+        do {
+            f->next = head;
+        } while (!remote_.compare_exchange_weak(head, f, std::memory_order_release, std::memory_order_relaxed));
+    }
     // The common cases, inline for callers that know the provider is a pool.
     bool alloc_hot(size_t size, Stack *out) {
         SizeClass &c = size_class(size);
@@ -144,6 +163,8 @@ private:
     void give_back(SizeClass &c);   // madvise the pending batch, move it to cold
     bool alloc_slow(size_t size, Stack *out);
     void release_slow(Stack s);
+    bool drain_remote();            // take back stacks freed elsewhere; true if any
+    std::atomic<FreeStack *> remote_{nullptr}; // freed by other vprocs, not yet taken back
     SizeClass &size_class(size_t size) {
         return last_ && last_->size == size ? *last_ : find_class(size);
     }

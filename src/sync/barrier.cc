@@ -21,9 +21,10 @@ int weft_barrier_wait(weft_barrier_t *pb) {
     b->lock.lock(smp);
     if (++b->arrived == b->count) {
         b->arrived = 0;
-        while (wake_one(b->q, 0)) {
-        }
+        WakeList woken;
+        while (Tcb *t = take_first(b->q, smp)) woken.add(t);
         b->lock.unlock(smp);
+        woken.make_ready_all(0);
         return WEFT_BARRIER_SERIAL_THREAD;
     }
     if (!vp) {

@@ -53,8 +53,9 @@ int weft_cond_signal(weft_cond_t *pc) {
     CondImpl *c = impl(pc);
     bool smp = smp_of(tls_vproc);
     c->lock.lock(smp);
-    wake_one(c->q, 0);
+    Tcb *t = take_first(c->q, smp);
     c->lock.unlock(smp);
+    if (t) make_ready(t, 0);
     return 0;
 }
 
@@ -62,10 +63,11 @@ int weft_cond_broadcast(weft_cond_t *pc) {
     if (!pc) return EINVAL;
     CondImpl *c = impl(pc);
     bool smp = smp_of(tls_vproc);
+    WakeList woken;
     c->lock.lock(smp);
-    while (wake_one(c->q, 0)) {
-    }
+    while (Tcb *t = take_first(c->q, smp)) woken.add(t);
     c->lock.unlock(smp);
+    woken.make_ready_all(0);
     return 0;
 }
 

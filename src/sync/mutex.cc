@@ -105,14 +105,15 @@ int mutex_unlock(weft_mutex_t *pm) {
         // A waiter announced itself meanwhile: hand over below.
     }
     m->lock.lock(smp);
-    if (Tcb *w = m->q.pop_front()) {
+    Tcb *w = take_first(m->q, smp);
+    if (w) {
         uintptr_t next = reinterpret_cast<uintptr_t>(w) | (m->q.empty() ? 0 : MutexImpl::kWaiters);
         m->owner.store(next, std::memory_order_release);
-        wake(w, 0);
     } else {
         m->owner.store(0, std::memory_order_release); // waiters timed out and left
     }
     m->lock.unlock(smp);
+    if (w) make_ready(w, 0); // after unlocking: w may free the mutex at once
     return 0;
 }
 
@@ -162,8 +163,12 @@ int weft_mutex_destroy(weft_mutex_t *pm) {
     if (!pm) return EINVAL;
     MutexImpl *m = impl(pm);
     if (!valid_kind(m->kind)) return EINVAL;
-    if (m->owner.load(std::memory_order_acquire) != 0 || !m->q.empty()) return EBUSY;
-    return 0;
+    // Under the lock, so a waker still inside unlock() has finished with it.
+    const bool smp = smp_of(tls_vproc);
+    m->lock.lock(smp);
+    bool busy = m->owner.load(std::memory_order_acquire) != 0 || !m->q.empty();
+    m->lock.unlock(smp);
+    return busy ? EBUSY : 0;
 }
 
 } // extern "C"

@@ -15,11 +15,12 @@ extern "C" int weft_once(weft_once_t *po, void (*fn)(void)) {
         o->state.store(OnceImpl::kRunning, std::memory_order_relaxed);
         o->lock.unlock(smp);
         fn();
+        WakeList woken;
         o->lock.lock(smp);
         o->state.store(OnceImpl::kDone, std::memory_order_release);
-        while (wake_one(o->q, 0)) {
-        }
+        while (Tcb *t = take_first(o->q, smp)) woken.add(t);
         o->lock.unlock(smp);
+        woken.make_ready_all(0);
         return 0;
     }
     if (st == OnceImpl::kDone) {

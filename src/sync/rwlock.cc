@@ -8,20 +8,21 @@
 namespace weft::detail {
 namespace {
 
-// Hand the lock to whoever may have it now (caller holds l->lock).
-void grant(RwlockImpl *l) {
+// Hand the lock to whoever may have it now (caller holds l->lock, and
+// makes `woken` ready after releasing it).
+void grant(RwlockImpl *l, bool smp, WakeList &woken) {
     while (Tcb *t = l->q.head) {
         if (l->writer) return;
-        if (t->wait_data == RwlockImpl::kWrite) {
-            if (l->readers) return;
-            l->q.pop_front();
+        bool write = t->wait_data == RwlockImpl::kWrite;
+        if (write && l->readers) return;
+        l->q.pop_front();
+        if (!claim(t, smp)) continue; // its timer won: it is leaving
+        woken.add(t);
+        if (write) {
             l->writer = t;
-            wake(t, 0);
             return;
         }
-        l->q.pop_front();
         ++l->readers;
-        wake(t, 0);
     }
 }
 
@@ -87,8 +88,10 @@ int weft_rwlock_unlock(weft_rwlock_t *pl) {
     } else {
         r = EPERM;
     }
-    if (!r) grant(l);
+    WakeList woken;
+    if (!r) grant(l, smp, woken);
     l->lock.unlock(smp);
+    woken.make_ready_all(0);
     return r;
 }
 

@@ -49,11 +49,13 @@ int weft_sem_post(weft_sem_t *ps) {
     const bool smp = smp_of(tls_vproc);
     int r = 0;
     s->lock.lock(smp);
-    if (!wake_one(s->q, 0)) {
+    Tcb *t = take_first(s->q, smp); // the unit goes straight to it
+    if (!t) {
         if (s->value >= WEFT_SEM_VALUE_MAX) r = EOVERFLOW;
         else ++s->value;
     }
     s->lock.unlock(smp);
+    if (t) make_ready(t, 0);
     return r;
 }
 
