@@ -160,9 +160,15 @@ TEST_P(StatsTest, ParksAreCountedByReason) {
         before = stats();
         // sleep
         weft_sleep_ns(100 * kUs);
-        // join: the thread is still sleeping when we join it
+        // join: the thread ends only once our join has parked (not by timing:
+        // a loaded machine can delay us past any sleep)
         weft_thread_t sleeper;
-        ASSERT_EQ(0, spawn_on(&sleeper, other(), [] { weft_sleep_ns(2 * kMs); return nullptr; }));
+        const uint64_t jbase = parks(WEFT_PARK_JOIN);
+        ASSERT_EQ(0, spawn_on(&sleeper, other(), [jbase] {
+            weft_sleep_ns(100 * kUs);
+            EXPECT_TRUE(wait_parks(WEFT_PARK_JOIN, jbase + 1));
+            return nullptr;
+        }));
         join(sleeper);
         // mutex: `contenders` threads block on a held mutex
         weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
@@ -213,13 +219,15 @@ TEST_P(StatsTest, ParksAreCountedByReason) {
         // once: a second caller waits while the first runs
         static weft_once_t o;
         static std::atomic<bool> in_once;
+        static uint64_t obase;
         o = weft_once_t WEFT_ONCE_INIT;
         in_once = false;
+        obase = parks(WEFT_PARK_ONCE);
         weft_thread_t first;
         ASSERT_EQ(0, spawn_on(&first, other(), [&] {
             weft_once(&o, [] {
                 in_once = true;
-                weft_sleep_ns(3 * kMs);
+                EXPECT_TRUE(wait_parks(WEFT_PARK_ONCE, obase + 1)); // until the second caller waits
             });
             return nullptr;
         }));

@@ -155,12 +155,12 @@ TEST_P(VprocTest, TokenRingOfSemaphoresAcrossVprocs) {
 // Cross-vproc hand-offs must not cost a scheduler tick each when vprocs
 // outnumber CPUs. Both vprocs share one CPU here (the affinity of the kernel
 // thread that starts weft is inherited by the vprocs), so every wake-up of
-// the idle vproc makes the kernel choose between waker and woken. 2000
-// barrier rounds take a few tens of milliseconds; a woken vproc that spins on
-// a lock its preempted waker still holds costs up to a tick (4 ms at HZ=250)
-// per round: seconds.
+// the idle vproc makes the kernel choose between waker and woken. 500
+// barrier rounds take a few milliseconds (0.4 s with both CPUs busy with
+// other work); a woken vproc that spins on a lock its preempted waker still
+// holds costs up to a tick (4 ms at HZ=250) per round: 2 s.
 TEST(VprocSharedCpuTest, HandOffsBetweenVprocsSharingOneCpuDoNotWaitForATick) {
-    const int rounds = 2000;
+    const int rounds = 500;
     uint64_t elapsed = 0;
     int rc = -1;
     std::thread k([&] {
