@@ -40,36 +40,40 @@ struct TsdSlot {
 inline constexpr uint32_t kTcbMagic = 0x77656674; // "weft"
 inline constexpr size_t kThreadNameMax = 32;
 
+// Fields without an initializer are written before anything reads them
+// (by the switch, a waker, park, or create_thread): creating a thread does
+// not pay for storing them. A Tcb built any other way must be value-
+// initialised (`Tcb t{}`), as Vproc::loop is.
 struct Tcb {
     Context ctx;                 // saved stack pointer; first member (asm takes &ctx)
     Vproc *vp = nullptr;         // home vproc: where it runs, where wake-ups go
-    Tcb *next = nullptr;         // run-queue or inbox link
-    Tcb *wq_prev = nullptr;      // wait-queue links (guarded by the queue's lock)
-    Tcb *wq_next = nullptr;
-    WaitQueue *waiting_on = nullptr; // queue it is parked on; cleared by the waker
+    Tcb *next;                   // run-queue, inbox or WakeList link (set when linked)
+    Tcb *wq_prev;                // wait-queue links (set by WaitQueue::push_back,
+    Tcb *wq_next;                //   guarded by the queue's lock)
+    WaitQueue *waiting_on;       // queue it is parked on (read only while wait_lock is set)
     Spin *wait_lock = nullptr;   // that queue's lock; stable for the whole park
-    uintptr_t wait_data = 0;     // what the queue's owner needs (e.g. reader/writer)
-    uint64_t id = 0;             // unique in the process, never reused
-    uint32_t magic = 0;          // kTcbMagic while the handle is valid
+    uintptr_t wait_data;         // what the queue's owner needs (e.g. reader/writer)
+    uint64_t id;                 // unique in the process, never reused
+    uint32_t magic;              // kTcbMagic while the handle is valid
     ThreadState state = ThreadState::Ready;
-    uint8_t park_reason = 0;     // weft_park_reason of the current/last park
+    uint8_t park_reason;         // weft_park_reason of the current/last park (set by park)
     std::atomic<uint8_t> claimed{0}; // 1 once a waker (or the timer) owns this park's wake-up
     bool detached = false;       // join_lock
     bool exited = false;         // join_lock: off its stack for good
     bool joined = false;         // join_lock: a joiner has claimed it
-    int saved_errno = 0;         // errno of this thread while switched out
-    int wake_result = 0;         // set by the waker: 0, ETIMEDOUT, ...
-    const void *park_site = nullptr; // where it last blocked (blocking-site id)
+    int saved_errno;             // errno of this thread while switched out (set at switch-out)
+    int wake_result;             // set by the waker: 0, ETIMEDOUT, ...
+    const void *park_site;       // where it last blocked (blocking-site id, set by park)
     Timer timer;                 // park deadline (sleep, timed waits, I/O)
     Spin join_lock;
     Tcb *joiner = nullptr;       // join_lock: thread waiting in join
-    void *retval = nullptr;      // result, valid once exited
-    void *(*fn)(void *) = nullptr; // entry function and argument
-    void *arg = nullptr;
+    void *retval;                // result, valid once exited
+    void *(*fn)(void *);         // entry function and argument (set by create_thread)
+    void *arg;
     Stack stack;                 // the stack this TCB sits on top of
     TsdSlot *tsd = nullptr;      // thread-specific values, grown on demand
     uint32_t tsd_len = 0;
-    char name[kThreadNameMax] = {};
+    char name[kThreadNameMax];   // name[0] == 0: unnamed (set by create_thread)
 };
 
 inline Tcb *tcb_of_timer(Timer *t) {

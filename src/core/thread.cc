@@ -28,16 +28,21 @@ Tcb *resolve(weft_thread_t h) {
     // A joiner on this vproc can be made ready now: it cannot run, and so
     // cannot free this stack, before we have switched off it. That lets us
     // switch straight to it instead of through the loop (create+join: two
-    // switches, not three). Anything else waits for reap_dead.
+    // switches, not three), and leaves nothing to reap after the switch.
+    // Anything else (detached, no joiner yet, a joiner elsewhere) waits for
+    // reap_dead, which runs once we are off this stack.
+    bool reaped = false;
     {
         SpinGuard g(self->join_lock, vp->smp);
         if (self->joiner && self->joiner->vp == vp) {
             self->exited = true;
             wake(self->joiner, 0, vp->smp);
+            reaped = true;
         }
     }
     self->state = ThreadState::Dead;
-    vp->dead = self;
+    if (reaped) vp->rt->thread_ended(); // the joiner is alive: never the last thread
+    else vp->dead = self;
     Tcb *next = vp->pick_next();
     vp->switch_to(self, next ? next : &vp->loop);
     __builtin_unreachable();

@@ -138,11 +138,9 @@ void Vproc::reap_dead() {
     Tcb *joiner = nullptr;
     {
         SpinGuard g(d->join_lock, smp);
-        if (!d->exited) { // else its local joiner was woken before the switch
-            d->exited = true;
-            if (d->detached) free_now = true;
-            else joiner = d->joiner;
-        }
+        d->exited = true;
+        if (d->detached) free_now = true;
+        else joiner = d->joiner;
     }
     if (free_now) release_thread(d);
     else if (joiner) wake(joiner, 0, smp); // the joiner frees it after reading retval

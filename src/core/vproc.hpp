@@ -119,7 +119,7 @@ struct Vproc {
     uint32_t poll_countdown = kPollInterval;
     StackPool stacks;
     uint64_t id_next = 0, id_end = 0; // block of thread ids this vproc hands out
-    Tcb loop;                     // the scheduler's context (kernel thread stack)
+    Tcb loop{};                   // the scheduler's context (kernel thread stack)
     VprocCounters stats;
     pthread_t kthread{};          // for vprocs > 0
     void *altstack = nullptr;     // signal stack for overflow reports
