@@ -228,6 +228,54 @@ TEST(Cpp, ThreadSpecificPtrIsPerThreadAndDeletedAtExit) {
     });
 }
 
+// The C++ runtime's "exceptions being handled" and uncaught count are per
+// kernel thread; weft switches them with the thread. Before, `throw;` in one
+// thread rethrew another thread's exception after a yield.
+TEST(Cpp, EachThreadKeepsItsOwnCaughtExceptionAcrossSwitches) {
+    int rethrown_a = 0, rethrown_b = 0;
+    weft::run([&] {
+        auto body = [](int mine, int &rethrown) {
+            try {
+                throw mine;
+            } catch (int) {
+                for (int i = 0; i < 3; ++i) weft::this_thread::yield(); // the other thread throws meanwhile
+                try {
+                    throw; // rethrows the exception this thread is handling
+                } catch (int x) {
+                    rethrown = x;
+                }
+            }
+        };
+        weft::thread a([&] { body(1, rethrown_a); });
+        weft::thread b([&] { body(2, rethrown_b); });
+    });
+    EXPECT_EQ(rethrown_a, 1);
+    EXPECT_EQ(rethrown_b, 2);
+}
+
+TEST(Cpp, UncaughtExceptionsCountsOnlyTheCallingThread) {
+    int seen_by_other = -1;
+    weft::run([&] {
+        struct YieldsWhileUnwinding {
+            ~YieldsWhileUnwinding() {
+                for (int i = 0; i < 3; ++i) weft::this_thread::yield();
+            }
+        };
+        weft::thread unwinding([] {
+            try {
+                YieldsWhileUnwinding y;
+                throw 7;
+            } catch (int) {
+            }
+        });
+        weft::thread other([&] {
+            weft::this_thread::yield(); // runs while the first one is unwinding
+            seen_by_other = std::uncaught_exceptions();
+        });
+    });
+    EXPECT_EQ(seen_by_other, 0);
+}
+
 TEST(CppDeathTest, ExceptionEscapingAThreadAbortsNamingIt) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     EXPECT_DEATH(weft::run([] {

@@ -1,6 +1,7 @@
 // weft_main: configuration, vproc kernel threads, start and shutdown.
 #include "core/runtime.hpp"
 
+#include <cxxabi.h>
 #include <sched.h>
 
 #include <cerrno>
@@ -113,6 +114,7 @@ void pin_to_cpu(const Runtime &rt, int index) {
 void bind_kernel_thread(Vproc *vp) {
     tls_vproc = vp;
     vp->errno_loc = &errno; // errno is per kernel thread: its address never changes
+    vp->eh_globals = reinterpret_cast<uint64_t *>(abi::__cxa_get_globals()); // so are these
     pthread_attr_t a;
     if (pthread_getattr_np(pthread_self(), &a) == 0) {
         void *lo;

@@ -62,6 +62,7 @@ struct Tcb {
     bool exited = false;         // join_lock: off its stack for good
     bool joined = false;         // join_lock: a joiner has claimed it
     int saved_errno;             // errno of this thread while switched out (set at switch-out)
+    uint64_t saved_eh[2] = {0, 0}; // its C++ exception state while switched out (see vproc.hpp)
     int wake_result;             // set by the waker: 0, ETIMEDOUT, ...
     const void *park_site;       // where it last blocked (blocking-site id, set by park)
     Timer timer;                 // park deadline (sleep, timed waits, I/O)

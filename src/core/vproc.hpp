@@ -19,7 +19,8 @@
 //    wakes that vproc if it sleeps. The home vproc drains its inbox only in
 //    its own scheduler code, so a thread is never resumed before it has
 //    switched out, even when a remote waker made it ready early.
-//  - errno belongs to the thread: saved and restored at every switch.
+//  - errno and the C++ exception state belong to the thread: saved and
+//    restored at every switch.
 //  - A dead thread cannot free the stack it runs on: it switches away and
 //    the next context to run reaps it (Vproc::dead), before anything else.
 //
@@ -124,6 +125,7 @@ struct Vproc {
     pthread_t kthread{};          // for vprocs > 0
     void *altstack = nullptr;     // signal stack for overflow reports
     int *errno_loc = nullptr;     // &errno of this vproc's kernel thread (fixed for its life)
+    uint64_t *eh_globals = nullptr; // its C++ exception globals (__cxa_get_globals, also fixed)
 
     // --- scheduling: called on this vproc only ---
     void run_loop();              // until the runtime stops
@@ -184,6 +186,13 @@ inline void Vproc::switch_to(Tcb *cur, Tcb *next) {
     if (__builtin_expect(!cur->stack.guarded && *cur->stack.canary() != 0, 0)) stack_overflow(cur);
     stats.switches.add();
     cur->saved_errno = *errno_loc;
+    // The C++ runtime keeps the exceptions being handled (for `throw;` and
+    // std::current_exception) and the uncaught count per kernel thread; they
+    // belong to the weft thread. Itanium ABI: {caughtExceptions, uncaughtExceptions}.
+    cur->saved_eh[0] = eh_globals[0];
+    cur->saved_eh[1] = eh_globals[1];
+    eh_globals[0] = next->saved_eh[0];
+    eh_globals[1] = next->saved_eh[1];
     current = next;
     next->state = ThreadState::Running;
     FiberSwitch fiber;
