@@ -77,6 +77,12 @@ struct Tcb {
     char name[kThreadNameMax];   // name[0] == 0: unnamed (set by create_thread)
 };
 
+// Where the TCB of a thread whose stack ends at `hi` lives: the top of the
+// stack, cache-line aligned.
+inline Tcb *tcb_at_top(char *hi) {
+    return reinterpret_cast<Tcb *>((reinterpret_cast<uintptr_t>(hi) - sizeof(Tcb)) & ~uintptr_t{63});
+}
+
 inline Tcb *tcb_of_timer(Timer *t) {
     return reinterpret_cast<Tcb *>(reinterpret_cast<char *>(t) - offsetof(Tcb, timer));
 }

@@ -18,6 +18,8 @@ Tcb *resolve(weft_thread_t h) {
 }
 
 [[noreturn]] void finish_thread(Vproc *vp, Tcb *self, void *ret) {
+    vp->check_stack(self); // before anything runs on a stack that may be gone
+    vp->check_slot_below(self);
     if (self->tsd) { // most threads never set a key
         run_tsd_destructors(self);
         free_tsd(self);
@@ -98,11 +100,9 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     Stack st;
     if (!vp->stacks.alloc(round_stack_size(want), &st)) return EAGAIN;
     sanitizer_fresh_stack(st.lo, st.size);
-    // The TCB takes the top of the stack, cache-line aligned; the thread's
-    // frames grow down from just below it.
-    auto top = reinterpret_cast<uintptr_t>(st.hi()) - sizeof(Tcb);
-    top &= ~uintptr_t{63};
-    Tcb *t = new (reinterpret_cast<void *>(top)) Tcb;
+    // The TCB takes the top of the stack; the thread's frames grow down from
+    // just below it.
+    Tcb *t = new (tcb_at_top(st.hi())) Tcb;
     t->vp = target;
     t->id = vp->next_thread_id();
     t->magic = kTcbMagic;
@@ -235,7 +235,10 @@ int weft_yield(void) {
         // spinning on weft_yield must see them), and return at once if there
         // is still nobody to give the vproc to.
         vp->poll();
-        if (vp->nothing_ready()) return 0;
+        if (vp->nothing_ready()) {
+            vp->check_stack(self); // as a switch would have
+            return 0;
+        }
     }
     vp->stats.yields.add();
     self->state = ThreadState::Ready;

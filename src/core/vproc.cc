@@ -38,6 +38,7 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions)
     loop.vp = this;
     loop.state = ThreadState::Running;
     loop.stack.guarded = true; // the kernel thread's own stack: no canary to check
+    loop.magic = kTcbMagic;
     loop.id = 0;
     std::snprintf(loop.name, sizeof loop.name, "vproc-%d-loop", index);
     current = &loop;
@@ -148,6 +149,13 @@ void Vproc::reap_dead() {
 }
 
 void Vproc::stack_overflow(Tcb *t) { fatal_thread(t, "stack overflow"); }
+
+void Vproc::overwritten(Tcb *t) {
+    fatal("the control block of a weft thread at %p was overwritten before it could run again: a stack "
+          "overflow in the thread whose stack lies below it (a frame larger than a page skips the guard; "
+          "compile with -fstack-clash-protection)",
+          static_cast<void *>(t));
+}
 
 void Runtime::stop() {
     stopping.store(true, std::memory_order_seq_cst);

@@ -170,7 +170,20 @@ struct Vproc {
     void push_remote(Tcb *t);
     void notify();
 
+    inline void check_stack(Tcb *t);
+    // Once per thread, at its end: a frame larger than the red page may have
+    // skipped it and landed on the TCB of the stack below, without a fault.
+    // That TCB's magic is kTcbMagic (live) or 0 (freed, or never used) —
+    // anything else is this thread's overflow. Not at every switch: the
+    // neighbour's line is usually not in cache.
+    void check_slot_below(Tcb *t) {
+        if (!t->stack.slot_below) return;
+        uint32_t m = tcb_at_top(t->stack.red_page())->magic;
+        if (__builtin_expect(m != kTcbMagic && m != 0, 0)) stack_overflow(t);
+    }
+
 private:
+    [[noreturn]] void overwritten(Tcb *t);
     void idle_wait();
     bool spin_for_work(uint64_t deadline);
     [[noreturn]] void stack_overflow(Tcb *t);
@@ -181,9 +194,20 @@ private:
 // constinit: no dynamic initialisation, so no TLS wrapper call on access.
 extern constinit thread_local Vproc *tls_vproc __attribute__((tls_model("initial-exec")));
 
+// Stop loudly if `t` has run off its stack: an unguarded stack's red page
+// must still read zero (stack/provider.hpp), and the stack pointer of the
+// running thread must be inside its stack. Called at every switch out, when
+// a yield finds nobody to switch to, and when a thread ends.
+inline void Vproc::check_stack(Tcb *t) {
+    if (__builtin_expect(!t->stack.guarded && *t->stack.canary() != 0, 0)) stack_overflow(t);
+    if (__builtin_expect(static_cast<char *>(__builtin_frame_address(0)) < t->stack.lo, 0)) stack_overflow(t);
+}
+
 inline void Vproc::switch_to(Tcb *cur, Tcb *next) {
-    // An unguarded stack's red page must still read zero (see stack/provider.hpp).
-    if (__builtin_expect(!cur->stack.guarded && *cur->stack.canary() != 0, 0)) stack_overflow(cur);
+    check_stack(cur);
+    // A frame larger than the red page can skip it and land on the TCB of
+    // the thread whose stack lies below: catch that before running it.
+    if (__builtin_expect(next->magic != kTcbMagic, 0)) overwritten(next);
     stats.switches.add();
     cur->saved_errno = *errno_loc;
     // The C++ runtime keeps the exceptions being handled (for `throw;` and

@@ -50,6 +50,7 @@ bool StackRegions::carve(size_t size, Stack *out) {
     out->lo = base + kRedZoneBytes;
     out->size = size;
     out->guarded = false;
+    out->slot_below = base != r.base;
     if (guard_budget_ > 0 && mprotect(base, kRedZoneBytes, PROT_NONE) == 0) {
         --guard_budget_;
         out->guarded = true;

@@ -60,6 +60,7 @@ struct Stack {
     char *lo = nullptr;   // lowest usable byte; the red page is just below
     size_t size = 0;      // usable bytes (a multiple of the page size)
     bool guarded = false; // red page is PROT_NONE (else: zero canary)
+    bool slot_below = false; // another stack's slot ends where our red page starts
     StackPool *owner = nullptr; // the pool it goes back to, whoever frees it
 
     char *hi() const { return lo + size; }
