@@ -25,6 +25,35 @@ TEST(Cpp, RunThrowsWhenTheRuntimeCannotStart) {
     EXPECT_THROW(weft::run(weft::config{.vprocs = -1}, [] { return 0; }), std::system_error);
 }
 
+TEST(Cpp, AnExceptionFromTheMainBodyIsRethrownByRun) {
+    EXPECT_THROW(weft::run([]() -> int { throw std::runtime_error("from main"); }), std::runtime_error);
+    // and the runtime is usable again afterwards
+    EXPECT_EQ(weft::run([] { return 3; }), 3);
+}
+
+TEST(Cpp, HugeTimeoutsMeanForeverNotNow) {
+    weft::run([] {
+        weft::mutex m;
+        weft::condition_variable cv;
+        bool done = false;
+        weft::thread t([&] {
+            weft::this_thread::sleep_for(2ms);
+            std::lock_guard<weft::mutex> g(m);
+            done = true;
+            cv.notify_one();
+        });
+        std::unique_lock<weft::mutex> lk(m);
+        // hours::max() overflows a nanosecond count: it must not become "already expired"
+        EXPECT_TRUE(cv.wait_for(lk, std::chrono::hours::max(), [&] { return done; }));
+        weft::counting_semaphore sem(0);
+        weft::thread poster([&] {
+            weft::this_thread::sleep_for(1ms);
+            sem.release();
+        });
+        EXPECT_TRUE(sem.try_acquire_for(std::chrono::seconds::max()));
+    });
+}
+
 TEST(Cpp, ThreadJoinsInItsDestructorAndCapturesByReference) {
     std::vector<int> order;
     weft::run([&] {
@@ -206,6 +235,17 @@ struct Tracked {
     ~Tracked() { ++g_deleted; }
 };
 } // namespace
+
+TEST(Cpp, ThreadSpecificPtrDestructorDeletesTheCallersObject) {
+    g_deleted = 0;
+    weft::run([] {
+        {
+            weft::thread_specific_ptr<Tracked> p;
+            p.reset(new Tracked{1});
+        }
+        EXPECT_EQ(g_deleted.load(), 1);
+    });
+}
 
 TEST(Cpp, ThreadSpecificPtrIsPerThreadAndDeletedAtExit) {
     g_deleted = 0;

@@ -31,7 +31,23 @@ TEST(OutsideTest, SelfIsTheNullHandleAndVprocIsMinusOne) {
     EXPECT_EQ(-1, weft_vproc_self());
     EXPECT_EQ(-1, weft_vproc_count());
     char buf[16];
-    EXPECT_EQ(EINVAL, weft_thread_getname(self, buf, sizeof buf));
+    EXPECT_EQ(EPERM, weft_thread_getname(self, buf, sizeof buf));
+}
+
+// Found in review: a handle kept after weft_main returned pointed into
+// unmapped memory, and weft_thread_id crashed on it.
+TEST(OutsideTest, AHandleKeptAfterItsRuntimeEndedIsNotDereferenced) {
+    weft_thread_t kept{};
+    ASSERT_EQ(0, run(1, [&] {
+        ASSERT_EQ(0, spawn(&kept, [] { return nullptr; }));
+        weft_thread_detach(kept);
+    }));
+    EXPECT_EQ(0u, weft_thread_id(kept));
+    char buf[16];
+    EXPECT_EQ(EPERM, weft_thread_getname(kept, buf, sizeof buf));
+    EXPECT_EQ(EPERM, weft_thread_setname(kept, "x"));
+    EXPECT_EQ(EPERM, weft_thread_join(kept, nullptr));
+    EXPECT_EQ(EPERM, weft_thread_detach(kept));
 }
 
 TEST(OutsideTest, SleepReallySleeps) {
@@ -221,4 +237,30 @@ TEST(OutsideDeathTest, ThreadExitAborts) {
     EXPECT_DEATH(weft_thread_exit(nullptr), "weft_thread_exit called outside weft_main");
 }
 
+} // namespace
+
+// Found in review: objects holding garbage were accepted (a semaphore above
+// WEFT_SEM_VALUE_MAX read back negative) or crashed. Where a value is out of
+// its range the runtime can tell, and says EINVAL.
+namespace {
+TEST(GarbageTest, ObjectsWithOutOfRangeStateAreRejected) {
+    ASSERT_EQ(0, wt::run(1, [] {
+        weft_sem_t sem;
+        std::memset(&sem, 0xff, sizeof sem);
+        std::memset(&sem, 0, 1); // its lock byte free
+        int v = 0;
+        EXPECT_EQ(EINVAL, weft_sem_getvalue(&sem, &v));
+        EXPECT_EQ(EINVAL, weft_sem_trywait(&sem));
+        EXPECT_EQ(EINVAL, weft_sem_post(&sem));
+
+        weft_barrier_t b;
+        ASSERT_EQ(0, weft_barrier_init(&b, 2));
+        std::memset(reinterpret_cast<char *>(&b) + 8, 0x7f, 4); // arrived far beyond count
+        EXPECT_EQ(EINVAL, weft_barrier_wait(&b));
+
+        weft_once_t o;
+        std::memset(&o, 0x5a, sizeof o);
+        EXPECT_EQ(EINVAL, weft_once(&o, [] {}));
+    }));
+}
 } // namespace

@@ -2,6 +2,8 @@
 // errno, and weft_main itself (result, shutdown, configuration).
 #include <algorithm>
 #include <atomic>
+#include <sched.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -815,12 +817,12 @@ TEST(RuntimeConfigTest, WeftVprocsEnvironmentVariableIsHonoured) {
 TEST(RuntimeConfigTest, BadEnvironmentValuesReturnEinval) {
     weft_config cfg;
     weft_config_init(&cfg);
-    for (const char *v : {"zero", "0", "-1", "3x", "100000"}) {
+    for (const char *v : {"zero", "0", "-1", "3x", "100000", "99999999999999999999"}) {
         ScopedEnv env("WEFT_VPROCS", v);
         EXPECT_EQ(-1, start_with(cfg)) << "WEFT_VPROCS=" << v;
         EXPECT_EQ(EINVAL, errno) << "WEFT_VPROCS=" << v;
     }
-    for (const char *v : {"lots", "12Q", "100"}) {
+    for (const char *v : {"lots", "12Q", "100", "-64K", " 64K", "17592186044417M", "99999999999999999999", "2G"}) {
         ScopedEnv env("WEFT_STACK_SIZE", v);
         EXPECT_EQ(-1, start_with(cfg)) << "WEFT_STACK_SIZE=" << v;
         EXPECT_EQ(EINVAL, errno) << "WEFT_STACK_SIZE=" << v;
@@ -830,6 +832,48 @@ TEST(RuntimeConfigTest, BadEnvironmentValuesReturnEinval) {
         EXPECT_EQ(-1, start_with(cfg));
         EXPECT_EQ(EINVAL, errno);
     }
+    for (const char *v : {"yes", "no", "true", "2"}) { // found in review: these turned pinning on
+        ScopedEnv env("WEFT_PIN", v);
+        EXPECT_EQ(-1, start_with(cfg)) << "WEFT_PIN=" << v;
+        EXPECT_EQ(EINVAL, errno) << "WEFT_PIN=" << v;
+    }
+}
+
+TEST(RuntimeConfigTest, LargestStackSizeWithAGSuffixIsAccepted) {
+    ScopedEnv env("WEFT_STACK_SIZE", "1G");
+    EXPECT_EQ(0, wt::run(1, [] {}));
+}
+
+// Found in review: pin = 0 meant "unset", so a program could not turn off
+// WEFT_PIN=1. -1 is "off".
+TEST(RuntimeConfigTest, ExplicitPinOffWinsOverTheEnvironment) {
+    ScopedEnv env("WEFT_PIN", "1");
+    cpu_set_t before;
+    ASSERT_EQ(0, sched_getaffinity(0, sizeof before, &before));
+    int cpus_seen = 0;
+    std::function<int()> body = [&] {
+        cpu_set_t mine;
+        if (sched_getaffinity(0, sizeof mine, &mine) == 0) cpus_seen = CPU_COUNT(&mine);
+        return 0;
+    };
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.pin = -1;
+    ASSERT_EQ(0, weft_main_config(&cfg, wt::detail::main_trampoline, &body));
+    EXPECT_EQ(CPU_COUNT(&before), cpus_seen);
+}
+
+TEST(RuntimeConfigTest, WeftMainLeavesTheCallersErrnoAlone) {
+    errno = 1234;
+    EXPECT_EQ(0, wt::run(2, [] {
+        weft_cond_t c = WEFT_COND_INITIALIZER;
+        weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
+        weft_mutex_lock(&m);
+        weft_cond_timedwait(&c, &m, weft_now_ns() + 100000); // leaves ETIMEDOUT somewhere
+        weft_mutex_unlock(&m);
+        errno = ETIMEDOUT;
+    }));
+    EXPECT_EQ(1234, errno);
 }
 
 TEST(RuntimeConfigTest, WeftStackSizeEnvironmentVariableSetsTheDefaultStack) {

@@ -54,8 +54,9 @@ extern "C" {
  * it, else from the default. */
 typedef struct weft_config {
     int vprocs;          /* WEFT_VPROCS; default 1. Kernel threads running user threads. */
-    int pin;             /* WEFT_PIN=1; default 0. Pin vproc i to the i-th usable CPU. */
-    size_t stack_size;   /* WEFT_STACK_SIZE (bytes, K/M suffix); default 64 KiB. */
+    int pin;             /* 1 on, -1 off, 0: WEFT_PIN (0 or 1); default off. Pin vproc i
+                            to the i-th CPU of the caller's affinity mask. */
+    size_t stack_size;   /* WEFT_STACK_SIZE (bytes, K/M/G suffix, 16K..1G); default 64 KiB. */
     const char *policy;  /* WEFT_POLICY; default "fifo". Scheduling policy by name. */
 } weft_config;
 
@@ -83,7 +84,9 @@ uint64_t weft_now_ns(void);
 /* ------------------------------------------------------------------ */
 
 /* A thread handle: a reference plus the thread's unique id. A stale handle
- * (thread joined or detached and gone) is detected: calls return EINVAL. */
+ * (thread joined or detached and gone) is detected: calls return EINVAL.
+ * Handles are meaningful only inside the runtime that created them; outside
+ * weft_main the calls below return EPERM (weft_thread_id: 0). */
 typedef struct weft_thread {
     void *_tcb;   /* internal: the thread control block */
     uint64_t _id; /* unique, never reused within a process */
@@ -111,7 +114,8 @@ int weft_thread_detach(weft_thread_t t);
 weft_thread_t weft_thread_self(void);      /* {NULL, 0} outside weft_main */
 int weft_thread_equal(weft_thread_t a, weft_thread_t b);
 uint64_t weft_thread_id(weft_thread_t t);  /* 0 for an invalid handle */
-/* Copies the name into buf (always NUL-terminated). EINVAL if stale. */
+/* Copies the name into buf (always NUL-terminated). EINVAL if stale.
+ * Unnamed threads read as "thread-<id>". */
 int weft_thread_getname(weft_thread_t t, char *buf, size_t len);
 int weft_thread_setname(weft_thread_t t, const char *name);
 

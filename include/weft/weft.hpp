@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -31,28 +32,37 @@ namespace detail {
 inline void check(int e, const char *what) {
     if (e) throw_errno(e, what);
 }
-inline uint64_t deadline_after(std::chrono::nanoseconds d) {
-    auto ns = d.count() > 0 ? static_cast<uint64_t>(d.count()) : 0;
-    return weft_now_ns() + ns;
+// now + d as an absolute weft_now_ns() deadline, saturating: a duration too
+// long to count in nanoseconds (hours::max()) means "never".
+template <class Rep, class Period>
+uint64_t deadline_after(const std::chrono::duration<Rep, Period> &d) {
+    const uint64_t now = weft_now_ns();
+    const long double ns = std::chrono::duration<long double, std::nano>(d).count();
+    if (!(ns > 0)) return now;
+    if (ns >= static_cast<long double>(UINT64_MAX - now)) return UINT64_MAX;
+    return now + static_cast<uint64_t>(ns);
 }
 } // namespace detail
 
 // Options for weft::run; unset fields fall back to the environment / defaults.
 struct config {
     int vprocs = 0;
-    bool pin = false;
+    int pin = 0; // 1 on, -1 off, 0: WEFT_PIN decides
     std::size_t stack_size = 0;
     const char *policy = nullptr;
 };
 
 // Run f as weft's main thread; returns f's int result (or 0 for void f) once
-// every weft thread has finished. Throws std::system_error if weft cannot start.
+// every weft thread has finished. An exception escaping f is rethrown here
+// (after the other threads finished). Throws std::system_error if weft cannot
+// start.
 template <class F>
 int run(const config &cfg, F &&f) {
     using Fn = std::decay_t<F>;
     struct Boxed {
         Fn fn;
         bool started = false;
+        std::exception_ptr error;
     } box{Fn(std::forward<F>(f))};
     weft_config c;
     weft_config_init(&c);
@@ -65,15 +75,21 @@ int run(const config &cfg, F &&f) {
         [](void *p) -> int {
             Boxed &b = *static_cast<Boxed *>(p);
             b.started = true;
-            if constexpr (std::is_void_v<std::invoke_result_t<Fn &>>) {
-                b.fn();
-                return 0;
-            } else {
-                return static_cast<int>(b.fn());
+            try {
+                if constexpr (std::is_void_v<std::invoke_result_t<Fn &>>) {
+                    b.fn();
+                    return 0;
+                } else {
+                    return static_cast<int>(b.fn());
+                }
+            } catch (...) {
+                b.error = std::current_exception();
+                return -1;
             }
         },
         &box);
     if (!box.started) detail::throw_errno(errno, "weft::run");
+    if (box.error) std::rethrow_exception(box.error);
     return r;
 }
 template <class F>
@@ -203,14 +219,14 @@ public:
     template <class Rep, class Period>
     cv_status wait_for(std::unique_lock<mutex> &lk, const std::chrono::duration<Rep, Period> &d) {
         int e = weft_cond_timedwait(&c_, lk.mutex()->native_handle(),
-                                    detail::deadline_after(std::chrono::duration_cast<std::chrono::nanoseconds>(d)));
+                                    detail::deadline_after(d));
         if (e == ETIMEDOUT) return cv_status::timeout;
         detail::check(e, "weft_cond_timedwait");
         return cv_status::no_timeout;
     }
     template <class Rep, class Period, class Pred>
     bool wait_for(std::unique_lock<mutex> &lk, const std::chrono::duration<Rep, Period> &d, Pred pred) {
-        uint64_t deadline = detail::deadline_after(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+        uint64_t deadline = detail::deadline_after(d);
         while (!pred()) {
             int e = weft_cond_timedwait(&c_, lk.mutex()->native_handle(), deadline);
             if (e == ETIMEDOUT) return pred();
@@ -251,7 +267,7 @@ public:
     bool try_acquire() noexcept { return weft_sem_trywait(&s_) == 0; }
     template <class Rep, class Period>
     bool try_acquire_for(const std::chrono::duration<Rep, Period> &d) {
-        int e = weft_sem_timedwait(&s_, detail::deadline_after(std::chrono::duration_cast<std::chrono::nanoseconds>(d)));
+        int e = weft_sem_timedwait(&s_, detail::deadline_after(d));
         if (e == ETIMEDOUT) return false;
         detail::check(e, "weft_sem_timedwait");
         return true;
@@ -284,7 +300,13 @@ public:
     thread_specific_ptr() {
         detail::check(weft_key_create(&k_, [](void *p) { delete static_cast<T *>(p); }), "weft_key_create");
     }
-    ~thread_specific_ptr() { weft_key_delete(k_); }
+    // Deletes the calling thread's object; other threads' are deleted when
+    // they end, if they end before this is destroyed (as with boost's).
+    ~thread_specific_ptr() {
+        delete get();
+        weft_setspecific(k_, nullptr);
+        weft_key_delete(k_);
+    }
     thread_specific_ptr(const thread_specific_ptr &) = delete;
     thread_specific_ptr &operator=(const thread_specific_ptr &) = delete;
     T *get() const noexcept { return static_cast<T *>(weft_getspecific(k_)); }

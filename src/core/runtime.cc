@@ -46,16 +46,19 @@ constexpr size_t kMainStackSize = size_t{8} << 20;
     return false;
 }
 
-// "65536", "64K", "1M": bytes. False on anything else.
+// "65536", "64K", "1M", "1G": bytes. False on anything else, overflow included.
 bool parse_size(const char *s, size_t *out) {
+    if (*s < '0' || *s > '9') return false; // no sign, no blanks
     char *end;
     errno = 0;
     unsigned long long v = std::strtoull(s, &end, 10);
     if (errno || end == s) return false;
-    if (*end == 'K' || *end == 'k') v <<= 10, ++end;
-    else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
-    if (*end) return false;
-    *out = static_cast<size_t>(v);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, ++end;
+    else if (*end == 'M' || *end == 'm') shift = 20, ++end;
+    else if (*end == 'G' || *end == 'g') shift = 30, ++end;
+    if (*end || v > (~0ull >> shift)) return false;
+    *out = static_cast<size_t>(v << shift);
     return true;
 }
 
@@ -69,16 +72,23 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
         out->vprocs = 1;
         if (const char *e = std::getenv("WEFT_VPROCS"); e && *e) {
             char *end;
+            errno = 0;
             long v = std::strtol(e, &end, 10);
-            if (*end || v < 1 || v > kMaxVprocs) return config_error("WEFT_VPROCS=%s: expected 1..1024", e);
+            if (*end || errno || v < 1 || v > kMaxVprocs) return config_error("WEFT_VPROCS=%s: expected 1..1024", e);
             out->vprocs = static_cast<int>(v);
         }
     }
     if (out->vprocs < 1 || out->vprocs > kMaxVprocs) return config_error("vprocs %s: expected 1..1024", "out of range");
 
-    out->pin = c.pin != 0;
-    if (!c.pin)
-        if (const char *e = std::getenv("WEFT_PIN"); e && *e) out->pin = std::strcmp(e, "0") != 0;
+    // pin: 1 on, -1 off, 0 unset (then WEFT_PIN, which must be 0 or 1).
+    if (c.pin < -1 || c.pin > 1) return config_error("pin %s: expected 1 (on), -1 (off) or 0 (WEFT_PIN)", "out of range");
+    out->pin = c.pin > 0;
+    if (c.pin == 0)
+        if (const char *e = std::getenv("WEFT_PIN"); e && *e) {
+            if (std::strcmp(e, "0") != 0 && std::strcmp(e, "1") != 0)
+                return config_error("WEFT_PIN=%s: expected 0 or 1", e);
+            out->pin = *e == '1';
+        }
 
     out->stack_size = c.stack_size;
     if (!out->stack_size) {
@@ -194,6 +204,7 @@ int weft_main_config(const weft_config *user, int (*fn)(void *), void *arg) {
         errno = EBUSY;
         return -1;
     }
+    const int caller_errno = errno; // vproc 0 is this kernel thread: leave errno as found
     RuntimeConfig cfg;
     if (!resolve_config(user, &cfg)) return -1;
     install_signal_handlers();
@@ -202,6 +213,23 @@ int weft_main_config(const weft_config *user, int (*fn)(void *), void *arg) {
     auto rt = std::make_unique<Runtime>(cfg);
     Vproc *vp0 = rt->vprocs[0].get();
     bind_kernel_thread(vp0);
+
+    // The other vprocs first: if one cannot start, nothing has run yet and
+    // the runtime can be taken down cleanly (EAGAIN) instead of running on
+    // fewer vprocs than asked.
+    size_t started = 1;
+    for (; started < rt->vprocs.size(); ++started) {
+        Vproc *vp = rt->vprocs[started].get();
+        if (int e = pthread_create(&vp->kthread, nullptr, vproc_main, vp)) {
+            std::fprintf(stderr, "weft: cannot start vproc %zu of %zu: %s\n", started, rt->vprocs.size(),
+                         std::strerror(e));
+            rt->stop();
+            for (size_t i = 1; i < started; ++i) pthread_join(rt->vprocs[i]->kthread, nullptr);
+            unbind_kernel_thread(vp0);
+            errno = EAGAIN;
+            return -1;
+        }
+    }
 
     MainArg m{rt.get(), fn, arg};
     weft_thread_attr_t attr;
@@ -212,25 +240,17 @@ int weft_main_config(const weft_config *user, int (*fn)(void *), void *arg) {
     // arrays); only touched pages cost memory, so give it 8 MiB like ulimit -s.
     attr.stack_size = cfg.stack_size > kMainStackSize ? cfg.stack_size : kMainStackSize;
     if (int e = create_thread(vp0, nullptr, &attr, main_entry, &m)) {
-        unbind_kernel_thread(vp0);
         std::fprintf(stderr, "weft: cannot create the main thread: %s\n", std::strerror(e));
+        rt->stop();
+        for (size_t i = 1; i < rt->vprocs.size(); ++i) pthread_join(rt->vprocs[i]->kthread, nullptr);
+        unbind_kernel_thread(vp0);
         errno = e;
         return -1;
-    }
-
-    size_t started = 1;
-    for (; started < rt->vprocs.size(); ++started) {
-        Vproc *vp = rt->vprocs[started].get();
-        if (int e = pthread_create(&vp->kthread, nullptr, vproc_main, vp)) {
-            // Runs on fewer vprocs would silently change the program's
-            // behaviour; this cannot be undone safely once threads may have
-            // been scheduled there, so it is fatal.
-            fatal("cannot start vproc %zu: %s", started, std::strerror(e));
-        }
     }
     vp0->run_loop();
     for (size_t i = 1; i < rt->vprocs.size(); ++i) pthread_join(rt->vprocs[i]->kthread, nullptr);
     unbind_kernel_thread(vp0);
+    errno = caller_errno;
     return rt->main_result;
 }
 

@@ -200,12 +200,17 @@ weft_thread_t weft_thread_self(void) {
 
 int weft_thread_equal(weft_thread_t a, weft_thread_t b) { return a._id == b._id && a._tcb == b._tcb; }
 
+// A handle is meaningful only to threads of the runtime that made it: once
+// its weft_main has returned, its memory is gone. Outside a runtime these
+// calls do not look at it.
 uint64_t weft_thread_id(weft_thread_t h) {
+    if (!tls_vproc) return 0;
     Tcb *t = resolve(h);
     return t ? t->id : 0;
 }
 
 int weft_thread_getname(weft_thread_t h, char *buf, size_t len) {
+    if (!tls_vproc) return EPERM;
     Tcb *t = resolve(h);
     if (!t || !buf || !len) return EINVAL;
     if (t->name[0]) std::snprintf(buf, len, "%s", t->name);
@@ -214,6 +219,7 @@ int weft_thread_getname(weft_thread_t h, char *buf, size_t len) {
 }
 
 int weft_thread_setname(weft_thread_t h, const char *name) {
+    if (!tls_vproc) return EPERM;
     Tcb *t = resolve(h);
     if (!t || !name) return EINVAL;
     set_name(t, name);

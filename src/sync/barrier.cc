@@ -19,6 +19,10 @@ int weft_barrier_wait(weft_barrier_t *pb) {
     if (b->count == 0) return EINVAL;
     const bool smp = smp_of(vp);
     b->lock.lock(smp);
+    if (b->arrived >= b->count) { // not a barrier weft initialised
+        b->lock.unlock(smp);
+        return EINVAL;
+    }
     if (++b->arrived == b->count) {
         b->arrived = 0;
         WakeList woken;

@@ -6,7 +6,9 @@ using namespace weft::detail;
 extern "C" int weft_once(weft_once_t *po, void (*fn)(void)) {
     if (!po || !fn) return EINVAL;
     OnceImpl *o = impl(po);
-    if (o->state.load(std::memory_order_acquire) == OnceImpl::kDone) return 0;
+    uint32_t seen = o->state.load(std::memory_order_acquire);
+    if (seen == OnceImpl::kDone) return 0;
+    if (seen > OnceImpl::kDone) return EINVAL; // not WEFT_ONCE_INIT
     Vproc *vp = tls_vproc;
     const bool smp = smp_of(vp);
     o->lock.lock(smp);

@@ -10,14 +10,18 @@ int sem_wait_until(weft_sem_t *ps, uint64_t deadline, bool try_only, const void 
     SemImpl *s = impl(ps);
     const bool smp = smp_of(vp);
     s->lock.lock(smp);
-    if (s->value > 0) {
+    if (s->value > 0 && s->value <= WEFT_SEM_VALUE_MAX) {
         --s->value;
         s->lock.unlock(smp);
         return 0;
     }
+    if (s->value > WEFT_SEM_VALUE_MAX) { // not a semaphore weft initialised
+        s->lock.unlock(smp);
+        return EINVAL;
+    }
     if (try_only || !vp || (deadline && deadline <= now_ns())) {
         s->lock.unlock(smp);
-        return try_only ? EAGAIN : !vp ? EPERM : ETIMEDOUT;
+        return try_only ? EAGAIN : (deadline && deadline <= now_ns()) ? ETIMEDOUT : EPERM;
     }
     enqueue_self(vp, s->q, s->lock);
     s->lock.unlock(smp);
@@ -49,9 +53,13 @@ int weft_sem_post(weft_sem_t *ps) {
     const bool smp = smp_of(tls_vproc);
     int r = 0;
     s->lock.lock(smp);
+    if (s->value > WEFT_SEM_VALUE_MAX) { // garbage, not a semaphore: leave its queue alone
+        s->lock.unlock(smp);
+        return EINVAL;
+    }
     Tcb *t = take_first(s->q, smp); // the unit goes straight to it
     if (!t) {
-        if (s->value >= WEFT_SEM_VALUE_MAX) r = EOVERFLOW;
+        if (s->value == WEFT_SEM_VALUE_MAX) r = EOVERFLOW;
         else ++s->value;
     }
     s->lock.unlock(smp);
@@ -64,8 +72,10 @@ int weft_sem_getvalue(weft_sem_t *ps, int *value) {
     SemImpl *s = impl(ps);
     const bool smp = smp_of(tls_vproc);
     s->lock.lock(smp);
-    *value = static_cast<int>(s->value);
+    uint32_t v = s->value;
     s->lock.unlock(smp);
+    if (v > WEFT_SEM_VALUE_MAX) return EINVAL;
+    *value = static_cast<int>(v);
     return 0;
 }
 
