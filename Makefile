@@ -47,6 +47,7 @@ bench:
 
 install: build
 	cmake --install $(BUILD)
+	@if [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

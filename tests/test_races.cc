@@ -151,4 +151,29 @@ TEST(RaceTest, StacksOfThreadsThatEndOnAnotherVprocGoBackToTheirPool) {
     EXPECT_GT(vp0.stacks_reused, uint64_t(threads / 2));
 }
 
+// Found in review: a deadlock hung the process silently. On one vproc with
+// no timer pending it can be told for sure, and is reported.
+TEST(DeadlockDeathTest, TwoThreadsLockingInOppositeOrderAreReported) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(wt::run(1, [] {
+        static weft_mutex_t a = WEFT_MUTEX_INITIALIZER, b = WEFT_MUTEX_INITIALIZER;
+        weft_thread_t t1, t2;
+        spawn(&t1, [] {
+            weft_mutex_lock(&a);
+            weft_yield();
+            weft_mutex_lock(&b);
+            return nullptr;
+        });
+        spawn(&t2, [] {
+            weft_mutex_lock(&b);
+            weft_yield();
+            weft_mutex_lock(&a);
+            return nullptr;
+        });
+        join(t1);
+        join(t2);
+    }),
+                 "deadlock: all 3 threads of the runtime are blocked");
+}
+
 } // namespace

@@ -65,14 +65,17 @@ void install_signal_handlers() {
     });
 }
 
+// The signal stack has a guard page of its own: a handler that overflows it
+// faults instead of writing into whatever lies below.
 void vproc_signal_stack_init(Vproc *vp) {
-    void *p = mmap(nullptr, kAltStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(nullptr, kPageSize + kAltStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return; // overflows then die of plain SIGSEGV, unreported
+    mprotect(p, kPageSize, PROT_NONE);
     stack_t ss{};
-    ss.ss_sp = p;
+    ss.ss_sp = static_cast<char *>(p) + kPageSize;
     ss.ss_size = kAltStackBytes;
     if (sigaltstack(&ss, &t_previous_altstack) != 0) {
-        munmap(p, kAltStackBytes);
+        munmap(p, kPageSize + kAltStackBytes);
         return;
     }
     vp->altstack = p;
@@ -87,7 +90,7 @@ void vproc_signal_stack_fini(Vproc *vp) {
     } else {
         sigaltstack(&t_previous_altstack, nullptr);
     }
-    munmap(vp->altstack, kAltStackBytes);
+    munmap(vp->altstack, kPageSize + kAltStackBytes);
     vp->altstack = nullptr;
 }
 

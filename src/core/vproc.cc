@@ -86,6 +86,12 @@ void Vproc::idle_wait() {
         sleeping.store(0, std::memory_order_relaxed);
         return;
     }
+    // One vproc, nothing ready, no timer, an empty inbox: every thread is
+    // parked on something only another weft thread could signal. That is a
+    // deadlock — say so instead of sleeping for ever. (Objects are not
+    // shared with plain kernel threads, see weft.h. When threads can park on
+    // I/O or on the offload pool, those parks will count as waking sources.)
+    if (!smp && deadline == UINT64_MAX) report_deadlock();
     stats.idle_sleeps.add();
     timespec ts, *tsp = nullptr;
     if (deadline != UINT64_MAX) {
@@ -149,6 +155,12 @@ void Vproc::reap_dead() {
 }
 
 void Vproc::stack_overflow(Tcb *t) { fatal_thread(t, "stack overflow"); }
+
+void Vproc::report_deadlock() {
+    fatal("deadlock: all %lld threads of the runtime are blocked and nothing can wake them "
+          "(one vproc, no timer pending)",
+          static_cast<long long>(rt->live.load(std::memory_order_relaxed)));
+}
 
 void Vproc::overwritten(Tcb *t) {
     fatal("the control block of a weft thread at %p was overwritten before it could run again: a stack "

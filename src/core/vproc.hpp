@@ -184,6 +184,7 @@ struct Vproc {
 
 private:
     [[noreturn]] void overwritten(Tcb *t);
+    [[noreturn]] void report_deadlock();
     void idle_wait();
     bool spin_for_work(uint64_t deadline);
     [[noreturn]] void stack_overflow(Tcb *t);
