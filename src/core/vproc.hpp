@@ -214,10 +214,19 @@ inline void Vproc::switch_to(Tcb *cur, Tcb *next) {
     // The C++ runtime keeps the exceptions being handled (for `throw;` and
     // std::current_exception) and the uncaught count per kernel thread; they
     // belong to the weft thread. Itanium ABI: {caughtExceptions, uncaughtExceptions}.
-    cur->saved_eh[0] = eh_globals[0];
-    cur->saved_eh[1] = eh_globals[1];
-    eh_globals[0] = next->saved_eh[0];
-    eh_globals[1] = next->saved_eh[1];
+    // Invariant: a running thread's saved_eh is zero, so when neither side has
+    // an exception in flight (almost always) there is nothing to store.
+    {
+        uint64_t c0 = eh_globals[0], c1 = eh_globals[1];
+        uint64_t n0 = next->saved_eh[0], n1 = next->saved_eh[1];
+        if (__builtin_expect((c0 | c1 | n0 | n1) != 0, 0)) {
+            cur->saved_eh[0] = c0;
+            cur->saved_eh[1] = c1;
+            eh_globals[0] = n0;
+            eh_globals[1] = n1;
+            next->saved_eh[0] = next->saved_eh[1] = 0;
+        }
+    }
     current = next;
     next->state = ThreadState::Running;
     FiberSwitch fiber;
