@@ -199,9 +199,12 @@ extern constinit thread_local Vproc *tls_vproc __attribute__((tls_model("initial
 // must still read zero (stack/provider.hpp), and the stack pointer of the
 // running thread must be inside its stack. Called at every switch out, when
 // a yield finds nobody to switch to, and when a thread ends.
+// A guarded stack needs neither test: running below it faults on the guard
+// (and the fault handler compares the stack pointer).
 inline void Vproc::check_stack(Tcb *t) {
-    if (__builtin_expect(!t->stack.guarded && *t->stack.canary() != 0, 0)) stack_overflow(t);
-    if (__builtin_expect(static_cast<char *>(__builtin_frame_address(0)) < t->stack.lo, 0)) stack_overflow(t);
+    if (__builtin_expect(t->stack.guarded, 1)) return;
+    if (*t->stack.canary() != 0 || static_cast<char *>(__builtin_frame_address(0)) < t->stack.lo)
+        stack_overflow(t);
 }
 
 inline void Vproc::switch_to(Tcb *cur, Tcb *next) {
