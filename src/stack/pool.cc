@@ -2,6 +2,21 @@
 
 #include <sys/mman.h>
 
+// Valgrind must be told where each stack is, or memcheck takes every access
+// to another thread's TCB (above that thread's frames, below the current
+// stack pointer as it sees it) for a wild read. The client request is a few
+// no-op instructions outside valgrind; the header is optional at build time.
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define WEFT_VALGRIND_STACK_REGISTER(lo, hi) VALGRIND_STACK_REGISTER(lo, hi)
+#define WEFT_VALGRIND_STACK_DEREGISTER(id) VALGRIND_STACK_DEREGISTER(id)
+#define WEFT_ON_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#else
+#define WEFT_VALGRIND_STACK_REGISTER(lo, hi) ((void)(lo), (void)(hi), 0u)
+#define WEFT_VALGRIND_STACK_DEREGISTER(id) ((void)(id))
+#define WEFT_ON_VALGRIND() false
+#endif
+
 #include <algorithm>
 #include <cstdio>
 
@@ -31,6 +46,7 @@ StackRegions::StackRegions() {
 }
 
 StackRegions::~StackRegions() {
+    for (unsigned id : valgrind_stacks_) WEFT_VALGRIND_STACK_DEREGISTER(id);
     for (const Region &r : regions_) munmap(r.base, r.bytes);
 }
 
@@ -47,6 +63,7 @@ bool StackRegions::carve(size_t size, Stack *out) {
     Region &r = regions_.back();
     char *base = r.base + r.used;
     r.used += slot;
+    if (WEFT_ON_VALGRIND()) valgrind_stacks_.push_back(WEFT_VALGRIND_STACK_REGISTER(base + kRedZoneBytes, base + slot));
     out->lo = base + kRedZoneBytes;
     out->size = size;
     out->guarded = false;

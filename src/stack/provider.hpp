@@ -106,6 +106,7 @@ private:
     std::mutex mu_;
     std::vector<Region> regions_; // guarded by mu_
     long guard_budget_;           // guarded by mu_; stacks that may still get a guard page
+    std::vector<unsigned> valgrind_stacks_; // guarded by mu_; ids of stacks registered with valgrind
 };
 
 class StackPool final : public StackProvider {
