@@ -98,6 +98,7 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
     }
     if (out->stack_size < kMinStackSize || out->stack_size > kMaxStackSize)
         return config_error("stack size %s: expected 16K .. 1G", "out of range");
+    out->stack_size = round_stack_size(out->stack_size);
 
     const char *policy = c.policy;
     if (!policy) policy = std::getenv("WEFT_POLICY");

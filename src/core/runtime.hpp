@@ -45,7 +45,18 @@ struct Runtime {
 };
 
 // Thread-lifecycle internals shared by core/ files.
-void release_thread(Tcb *t);         // invalidate the handle, free the stack
+void release_thread_slow(Tcb *t, Stack s);
+
+// Invalidate the handle and give the stack back: inline to its own pool's
+// hot list (the usual case), else out of line (cold list, or another vproc's
+// pool).
+inline void release_thread(Tcb *t) {
+    t->magic = 0; // stale handles now fail to resolve
+    Stack s = t->stack; // a copy: releasing reuses the memory t lives in
+    StackPool &here = tls_vproc->stacks;
+    if (__builtin_expect(s.owner == &here, 1) && here.release_hot(s)) return;
+    release_thread_slow(t, s);
+}
 void run_tsd_destructors(Tcb *t);    // core/keys.cc
 void free_tsd(Tcb *t);
 

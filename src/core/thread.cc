@@ -80,9 +80,7 @@ void set_name(Tcb *t, const char *name) {
 
 } // namespace
 
-void release_thread(Tcb *t) {
-    t->magic = 0; // stale handles now fail to resolve
-    Stack s = t->stack; // a copy: release may reuse the memory t lives in
+void release_thread_slow(Tcb *, Stack s) {
     StackPool &here = tls_vproc->stacks;
     if (s.owner == &here) here.release(s);
     else s.owner->release_remote(s);
@@ -91,14 +89,20 @@ void release_thread(Tcb *t) {
 int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr, void *(*fn)(void *),
                   void *arg) {
     Runtime *rt = vp->rt;
-    size_t want = attr && attr->stack_size ? attr->stack_size : rt->cfg.stack_size;
-    if (want > kMaxStackSize) return EINVAL;
-    int home = attr ? attr->home_vproc : -1;
-    if (home < -1 || home >= static_cast<int>(rt->vprocs.size())) return EINVAL;
-    Vproc *target = home < 0 ? vp : rt->vprocs[static_cast<size_t>(home)].get();
+    size_t size = rt->cfg.stack_size; // already rounded (resolve_config)
+    Vproc *target = vp;
+    if (attr) {
+        if (attr->stack_size) {
+            if (attr->stack_size > kMaxStackSize) return EINVAL;
+            size = round_stack_size(attr->stack_size);
+        }
+        int home = attr->home_vproc;
+        if (home < -1 || home >= static_cast<int>(rt->vprocs.size())) return EINVAL;
+        if (home >= 0) target = rt->vprocs[static_cast<size_t>(home)].get();
+    }
 
     Stack st;
-    if (!vp->stacks.alloc(round_stack_size(want), &st)) return EAGAIN;
+    if (!vp->stacks.alloc(size, &st)) return EAGAIN;
     sanitizer_fresh_stack(st.lo, st.size);
     // The TCB takes the top of the stack; the thread's frames grow down from
     // just below it.
