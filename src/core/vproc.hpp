@@ -22,7 +22,10 @@
 //  - errno and the C++ exception state belong to the thread: saved and
 //    restored at every switch.
 //  - A dead thread cannot free the stack it runs on: it switches away and
-//    the next context to run reaps it (Vproc::dead), before anything else.
+//    the next context to run reaps it (Vproc::dead), before anything else —
+//    unless a joiner on the same vproc waits, which it wakes before the
+//    switch (the joiner frees the stack, and cannot run before the switch).
+//  - A thread is resumed only with an intact TCB (magic checked at switch-in).
 //
 // The idle wait (futex) and its wake-up are the place the reactor plugs in:
 // with the I/O layer the loop waits in the reactor until a completion, the
