@@ -839,6 +839,26 @@ TEST(RuntimeConfigTest, BadEnvironmentValuesReturnEinval) {
     }
 }
 
+TEST(RuntimeConfigTest, IdleSpinIsConfigurableAndCheckedLikeTheOthers) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    for (const char *v : {"-1", "lots", "2000000", "+5"}) {
+        ScopedEnv env("WEFT_IDLE_SPIN_US", v);
+        EXPECT_EQ(-1, start_with(cfg)) << "WEFT_IDLE_SPIN_US=" << v;
+        EXPECT_EQ(EINVAL, errno) << "WEFT_IDLE_SPIN_US=" << v;
+    }
+    {
+        ScopedEnv env("WEFT_IDLE_SPIN_US", "0");
+        cfg.vprocs = 2;
+        EXPECT_EQ(2, start_with(cfg)); // no spinning: still runs
+    }
+    cfg.idle_spin_us = -1;
+    EXPECT_EQ(2, start_with(cfg));
+    cfg.idle_spin_us = -2;
+    EXPECT_EQ(-1, start_with(cfg));
+    EXPECT_EQ(EINVAL, errno);
+}
+
 TEST(RuntimeConfigTest, LargestStackSizeWithAGSuffixIsAccepted) {
     ScopedEnv env("WEFT_STACK_SIZE", "1G");
     EXPECT_EQ(0, wt::run(1, [] {}));

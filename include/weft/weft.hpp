@@ -50,6 +50,7 @@ struct config {
     int pin = 0; // 1 on, -1 off, 0: WEFT_PIN decides
     std::size_t stack_size = 0;
     const char *policy = nullptr;
+    int idle_spin_us = 0; // -1 never spin, 0: WEFT_IDLE_SPIN_US or 50
 };
 
 // Run f as weft's main thread; returns f's int result (or 0 for void f) once
@@ -70,6 +71,7 @@ int run(const config &cfg, F &&f) {
     c.pin = cfg.pin;
     c.stack_size = cfg.stack_size;
     c.policy = cfg.policy;
+    c.idle_spin_us = cfg.idle_spin_us;
     int r = weft_main_config(
         &c,
         [](void *p) -> int {

@@ -100,6 +100,19 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
         return config_error("stack size %s: expected 16K .. 1G", "out of range");
     out->stack_size = round_stack_size(out->stack_size);
 
+    if (c.idle_spin_us < -1 || c.idle_spin_us > 1000000)
+        return config_error("idle_spin_us %s: expected -1 (never), 0 (WEFT_IDLE_SPIN_US) or 1..1000000", "out of range");
+    if (c.idle_spin_us > 0) out->idle_spin_ns = static_cast<uint64_t>(c.idle_spin_us) * 1000;
+    else if (c.idle_spin_us == -1) out->idle_spin_ns = 0;
+    else if (const char *e = std::getenv("WEFT_IDLE_SPIN_US"); e && *e) {
+        char *end;
+        errno = 0;
+        long v = std::strtol(e, &end, 10);
+        if (*end || errno || v < 0 || v > 1000000 || *e < '0' || *e > '9')
+            return config_error("WEFT_IDLE_SPIN_US=%s: expected 0..1000000 (microseconds)", e);
+        out->idle_spin_ns = static_cast<uint64_t>(v) * 1000;
+    }
+
     const char *policy = c.policy;
     if (!policy) policy = std::getenv("WEFT_POLICY");
     if (policy && *policy) {

@@ -16,6 +16,7 @@ struct RuntimeConfig {
     bool pin = false;
     size_t stack_size = kDefaultStackSize;
     const PolicyOps *policy = &kFifoPolicy;
+    uint64_t idle_spin_ns = kIdleSpinNs;
 };
 
 struct Runtime {

@@ -80,7 +80,7 @@ void Vproc::poll() {
 // seq_cst, so at least one of us sees the other: no lost wake-up.
 void Vproc::idle_wait() {
     uint64_t deadline = timers.next_deadline();
-    if (smp && spin_for_work(deadline)) return;
+    if (smp && rt->cfg.idle_spin_ns && spin_for_work(deadline)) return;
     sleeping.store(1, std::memory_order_seq_cst);
     if (!inbox.empty() || rt->stopping.load(std::memory_order_seq_cst)) {
         sleeping.store(0, std::memory_order_relaxed);
@@ -114,7 +114,7 @@ void Vproc::idle_wait() {
 // end. Single-vproc runtimes never spin: nobody else hands them work this way.
 bool Vproc::spin_for_work(uint64_t deadline) {
     uint64_t start = now_ns();
-    uint64_t until = start + kIdleSpinNs < deadline ? start + kIdleSpinNs : deadline;
+    uint64_t until = start + rt->cfg.idle_spin_ns < deadline ? start + rt->cfg.idle_spin_ns : deadline;
     for (;;) {
         for (int i = 0; i < 64; ++i) {
             if (!inbox.empty() || rt->stopping.load(std::memory_order_relaxed)) return true;

@@ -54,9 +54,8 @@ struct Runtime;
 inline constexpr uint32_t kPollInterval = 64;
 
 // How long an idle vproc of a multi-vproc runtime watches its inbox before
-// it sleeps in the kernel. 50 µs: cross-vproc producer-consumer drops from
-// tens of µs per item to a few hundred ns (examples/weft-demo, docs/design.md),
-// while an idle runtime burns at most 50 µs of CPU per idle period.
+// it sleeps in the kernel, unless configured (weft_config.idle_spin_us,
+// WEFT_IDLE_SPIN_US). 50 µs: measured in docs/tuning.md.
 inline constexpr uint64_t kIdleSpinNs = 50000;
 
 // Counters written only by the owning vproc (relaxed, no RMW: a plain add on
