@@ -176,6 +176,57 @@ TEST(DeadlockDeathTest, TwoThreadsLockingInOppositeOrderAreReported) {
                  "deadlock: all 3 threads of the runtime are blocked");
 }
 
+// A timed waiter whose timer fires as a broadcast reaches it; the
+// broadcaster then destroys and unmaps the condition variable (legal: nobody
+// is blocked on it). Found in review (twice): first the timer locked the
+// freed cond after a waker won, then after the timer won while a waker was
+// removing the thread. The timer now never touches the object, the waiter
+// leaves the queue itself, and destroy waits for timed waiters still inside.
+TEST(RaceTest, BroadcastThenDestroyRacingATimedWaitersTimeoutIsSafe) {
+    const int iters = static_cast<int>(scaled(2000, 400));
+    int timeouts = 0, woken = 0;
+    std::function<int()> body = [&] {
+        static weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
+        uint64_t x = 88172645463325252ull;
+        for (int i = 0; i < iters; ++i) {
+            auto *c = static_cast<weft_cond_t *>(
+                mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+            EXPECT_NE(MAP_FAILED, static_cast<void *>(c));
+            weft_cond_init(c);
+            static bool done;
+            done = false;
+            const uint64_t deadline = weft_now_ns() + 200 * kUs;
+            weft_thread_t w;
+            EXPECT_EQ(0, spawn_on(&w, 1, [&, c, deadline] {
+                weft_mutex_lock(&m);
+                while (!done)
+                    if (weft_cond_timedwait(c, &m, deadline) == ETIMEDOUT) break;
+                ++(done ? woken : timeouts); // exactly one per waiter
+                weft_mutex_unlock(&m);
+                return nullptr;
+            }));
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            weft_sleep_until_ns(deadline - 10 * kUs + x % (20 * kUs)); // around the deadline
+            weft_mutex_lock(&m);
+            done = true;
+            weft_cond_broadcast(c);
+            weft_mutex_unlock(&m);
+            int d = weft_cond_destroy(c);
+            if (d == 0) munmap(c, 4096); // a late touch by the runtime would fault
+            join(w);
+            if (d != 0) { // busy: the waiter was still on it, so it may not go yet
+                EXPECT_EQ(EBUSY, d);
+                EXPECT_EQ(0, weft_cond_destroy(c));
+                munmap(c, 4096);
+            }
+        }
+        return 0;
+    };
+    weft_config cfg = two_vprocs();
+    ASSERT_EQ(0, weft_main_config(&cfg, detail::main_trampoline, &body));
+    EXPECT_EQ(iters, timeouts + woken);
+}
+
 // Every primitive at once, with timed waits racing their wake-ups, on three
 // vprocs (more than the CPUs): every thread finishes (no lost wake-up, no
 // hang) and the counters guarded by the mutexes are exact.

@@ -161,10 +161,10 @@ enum weft_mutex_kind {
     WEFT_MUTEX_RECURSIVE = 2   /* the owner may relock; unlock as often */
 };
 
-typedef struct weft_mutex { uint64_t _opaque[4]; } weft_mutex_t;
-#define WEFT_MUTEX_INITIALIZER {{0, 0, 0, 0}}
-#define WEFT_MUTEX_ERRORCHECK_INITIALIZER {{1, 0, 0, 0}}
-#define WEFT_MUTEX_RECURSIVE_INITIALIZER {{2, 0, 0, 0}}
+typedef struct weft_mutex { uint64_t _opaque[5]; } weft_mutex_t;
+#define WEFT_MUTEX_INITIALIZER {{0, 0, 0, 0, 0}}
+#define WEFT_MUTEX_ERRORCHECK_INITIALIZER {{1, 0, 0, 0, 0}}
+#define WEFT_MUTEX_RECURSIVE_INITIALIZER {{2, 0, 0, 0, 0}}
 
 int weft_mutex_init(weft_mutex_t *m, int kind);
 int weft_mutex_lock(weft_mutex_t *m);
@@ -202,8 +202,8 @@ int weft_rwlock_unlock(weft_rwlock_t *l);
 int weft_rwlock_destroy(weft_rwlock_t *l);   /* EBUSY when held or waited on */
 
 /* Counting semaphore. Unlike sem_wait(3) these return an error number. */
-typedef struct weft_sem { uint64_t _opaque[3]; } weft_sem_t;
-#define WEFT_SEM_INITIALIZER(value) {{(uint64_t)(value) << 32, 0, 0}}
+typedef struct weft_sem { uint64_t _opaque[4]; } weft_sem_t;
+#define WEFT_SEM_INITIALIZER(value) {{(uint64_t)(value) << 32, 0, 0, 0}}
 #define WEFT_SEM_VALUE_MAX 0x7fffffffu
 
 int weft_sem_init(weft_sem_t *s, unsigned value); /* EINVAL > VALUE_MAX */

@@ -20,6 +20,13 @@
 // waiters are claimed and removed under the object's lock, and made ready
 // only after it is released (WakeList collects several).
 //
+// A timer that wins the claim does not touch the object either (a waker
+// that lost may meanwhile have removed the thread, seen no waiters, and the
+// program destroyed the object): it only makes the thread ready. The thread,
+// back in park(), leaves the queue itself if it is still on it, and a timed
+// waiter counts itself in the object (TimedWaiters) until it is done with
+// it, so *_destroy waits for it instead of letting the memory go.
+//
 // Protocol for a wait on a queue (lock = the owning object's Spin):
 //     lock(); ... decide to wait ...
 //     enqueue_self(vp, q, lock);   // queued, state Parked
@@ -49,6 +56,31 @@ inline void enqueue_self(Vproc *vp, WaitQueue &q, Spin &lock) {
 
 // Fired on the home vproc when a parked thread's deadline passes.
 void park_timeout(Timer *t);
+
+// Timed waiters inside an object, so that destroying it waits until they
+// have left (they may still have to take its lock to leave its queue).
+class TimedWaiters {
+public:
+    void enter(bool smp) { // under the object's lock
+        if (smp) n_.fetch_add(1, std::memory_order_relaxed);
+        else n_.store(n_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    void leave(bool smp) { // the waiter's last touch of the object
+        if (smp) n_.fetch_sub(1, std::memory_order_release);
+        else n_.store(n_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    }
+    // For *_destroy: wait until every timed waiter has left.
+    void drain() const {
+        while (n_.load(std::memory_order_acquire) != 0) {
+            if (tls_vproc) weft_yield();
+            else sched_yield();
+        }
+    }
+
+private:
+    std::atomic<uint32_t> n_{0};
+};
+static_assert(sizeof(TimedWaiters) == 4);
 
 // Win the right to wake t from its current park. True for exactly one caller.
 inline bool claim(Tcb *t, bool smp) {
@@ -81,6 +113,17 @@ inline int park(Vproc *vp, int reason, const void *site, uint64_t deadline) {
     // Running again on the home vproc; the waker is done with us. The timer
     // goes first: once it is cancelled nobody else can look at this park.
     if (self->timer.armed()) vp->timers.cancel(&self->timer);
+    // Woken by our timer from a queue: take the queue's lock before the
+    // claim is reset. Under it we leave the queue if still on it, and any
+    // waker that popped us (it claims under that lock, and lost) is done
+    // with us — else it could claim us again once the claim is reset and
+    // wake a thread that is not parked. The object is alive: a timed waiter
+    // is counted in it (TimedWaiters).
+    if (__builtin_expect(self->wait_lock != nullptr && self->wake_result == ETIMEDOUT, 0)) {
+        self->wait_lock->lock(vp->smp);
+        if (self->waiting_on) self->waiting_on->remove(self);
+        self->wait_lock->unlock(vp->smp);
+    }
     self->wait_lock = nullptr;
     self->claimed.store(0, std::memory_order_relaxed);
     return self->wake_result;

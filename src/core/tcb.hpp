@@ -50,7 +50,7 @@ struct Tcb {
     Tcb *next;                   // run-queue, inbox or WakeList link (set when linked)
     Tcb *wq_prev;                // wait-queue links (set by WaitQueue::push_back,
     Tcb *wq_next;                //   guarded by the queue's lock)
-    WaitQueue *waiting_on;       // queue it is parked on (read only while wait_lock is set)
+    WaitQueue *waiting_on = nullptr; // queue it is parked on; cleared (release) by whoever removes it
     Spin *wait_lock = nullptr;   // that queue's lock; stable for the whole park
     uintptr_t wait_data;         // what the queue's owner needs (e.g. reader/writer)
     uint64_t id;                 // unique in the process, never reused

@@ -174,18 +174,11 @@ void Runtime::stop() {
     for (auto &vp : vprocs) vp->notify();
 }
 
+// Never touches the object the thread waits on (see park.hpp): a thread
+// still on a queue leaves it itself once it runs.
 void park_timeout(Timer *tm) {
     Tcb *t = tcb_of_timer(tm);
-    const bool smp = t->vp->smp;
-    if (!claim(t, smp)) return; // woken already; its object may be gone
-    // Still parked, so the object it waits on is alive (destroying it now
-    // would be the program's error). Leave its queue if still on it.
-    if (Spin *l = t->wait_lock) {
-        l->lock(smp);
-        if (t->waiting_on) t->waiting_on->remove(t);
-        l->unlock(smp);
-    }
-    make_ready(t, ETIMEDOUT);
+    if (claim(t, t->vp->smp)) make_ready(t, ETIMEDOUT);
 }
 
 } // namespace weft::detail

@@ -30,7 +30,7 @@ struct WaitQueue {
         if (t->wq_next) t->wq_next->wq_prev = t->wq_prev;
         else tail = t->wq_prev;
         t->wq_prev = t->wq_next = nullptr;
-        t->waiting_on = nullptr;
+        __atomic_store_n(&t->waiting_on, nullptr, __ATOMIC_RELEASE); // read unlocked after a timeout
     }
 
     Tcb *pop_front() {
@@ -40,7 +40,7 @@ struct WaitQueue {
         if (head) head->wq_prev = nullptr;
         else tail = nullptr;
         t->wq_next = nullptr;
-        t->waiting_on = nullptr;
+        __atomic_store_n(&t->waiting_on, nullptr, __ATOMIC_RELEASE); // read unlocked after a timeout
         return t;
     }
 };

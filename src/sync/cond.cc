@@ -18,11 +18,15 @@ namespace {
     CondImpl *c = impl(pc);
     c->lock.lock(vp->smp);
     enqueue_self(vp, c->q, c->lock); // queued before m is released: no lost signal
+    if (deadline) c->timed.enter(vp->smp);
     c->lock.unlock(vp->smp);
     uint32_t depth = m->depth; // a recursive mutex is released entirely, then restored
     m->depth = 0;
     if (!mutex_unlock_fast(pm, vp)) mutex_unlock(pm);
     int r = park(vp, WEFT_PARK_COND, site, deadline);
+    if (deadline) {
+        c->timed.leave(vp->smp); // last touch of c
+    }
     if (!mutex_lock_fast(pm, vp))
         if (int lr = mutex_lock_until(pm, 0, site)) return lr;
     m->depth = depth;
@@ -78,7 +82,9 @@ int weft_cond_destroy(weft_cond_t *pc) {
     c->lock.lock(smp);
     bool busy = !c->q.empty();
     c->lock.unlock(smp);
-    return busy ? EBUSY : 0;
+    if (busy) return EBUSY;
+    c->timed.drain(); // timed waiters already woken may still be leaving
+    return 0;
 }
 
 } // extern "C"

@@ -64,9 +64,14 @@ int lock_slow(MutexImpl *m, Vproc *vp, uintptr_t me, uint64_t deadline, const vo
                 continue;
         }
         enqueue_self(vp, m->q, m->lock);
+        if (deadline) m->timed.enter(smp);
         m->lock.unlock(smp);
-        // 0: the unlocker made us the owner. ETIMEDOUT: the timer took us off the queue.
-        return park(vp, WEFT_PARK_MUTEX, site, deadline);
+        // 0: the unlocker made us the owner. ETIMEDOUT: our timer woke us first.
+        int r = park(vp, WEFT_PARK_MUTEX, site, deadline);
+        if (deadline) {
+            m->timed.leave(smp); // last touch of m
+        }
+        return r;
     }
 }
 
@@ -168,7 +173,9 @@ int weft_mutex_destroy(weft_mutex_t *pm) {
     m->lock.lock(smp);
     bool busy = m->owner.load(std::memory_order_acquire) != 0 || !m->q.empty();
     m->lock.unlock(smp);
-    return busy ? EBUSY : 0;
+    if (busy) return EBUSY;
+    m->timed.drain(); // timed lockers that timed out may still be leaving
+    return 0;
 }
 
 } // extern "C"

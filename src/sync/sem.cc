@@ -24,8 +24,13 @@ int sem_wait_until(weft_sem_t *ps, uint64_t deadline, bool try_only, const void 
         return try_only ? EAGAIN : (deadline && deadline <= now_ns()) ? ETIMEDOUT : EPERM;
     }
     enqueue_self(vp, s->q, s->lock);
+    if (deadline) s->timed.enter(smp);
     s->lock.unlock(smp);
-    return park(vp, WEFT_PARK_SEM, site, deadline);
+    int r = park(vp, WEFT_PARK_SEM, site, deadline);
+    if (deadline) {
+        s->timed.leave(smp); // last touch of s
+    }
+    return r;
 }
 
 } // namespace
@@ -86,7 +91,9 @@ int weft_sem_destroy(weft_sem_t *ps) {
     s->lock.lock(smp);
     bool busy = !s->q.empty();
     s->lock.unlock(smp);
-    return busy ? EBUSY : 0;
+    if (busy) return EBUSY;
+    s->timed.drain(); // timed waiters already woken may still be leaving
+    return 0;
 }
 
 } // extern "C"

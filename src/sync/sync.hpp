@@ -34,13 +34,15 @@ struct MutexImpl {
     uint32_t depth;                 // extra locks held by a recursive owner
     std::atomic<uintptr_t> owner;   // owner tag | kWaiters, 0 when free
     WaitQueue q;
+    TimedWaiters timed;             // timed lockers still inside (see park.hpp)
 
     static constexpr uintptr_t kWaiters = 1; // q may be non-empty: unlock takes the slow path
 };
 
 struct CondImpl {
     Spin lock;
-    uint8_t pad[7];
+    uint8_t pad[3];
+    TimedWaiters timed;             // timed waiters still inside (see park.hpp)
     WaitQueue q;
 };
 
@@ -59,6 +61,8 @@ struct SemImpl {
     uint8_t pad[3];
     uint32_t value;                 // upper half of word 0: WEFT_SEM_INITIALIZER
     WaitQueue q;
+    TimedWaiters timed;             // timed waiters still inside (see park.hpp)
+    uint32_t pad2;
 };
 
 struct BarrierImpl {
