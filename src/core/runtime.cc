@@ -11,8 +11,6 @@
 
 namespace weft::detail {
 
-int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr, void *(*fn)(void *), void *arg);
-
 // The CPUs vproc i may be pinned to, read once before any vproc pins itself:
 // a vproc's kernel thread is created by vproc 0's, and would otherwise
 // inherit its one-CPU mask.

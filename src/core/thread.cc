@@ -17,6 +17,16 @@ Tcb *resolve(weft_thread_t h) {
     return t;
 }
 
+// Take t's join lock if h still names it and nobody joined or detached it;
+// false (lock released) otherwise. Checked again under the lock: a detached
+// thread may have ended and its stack been reused between resolve() and here.
+bool lock_joinable(Vproc *vp, Tcb *t, weft_thread_t h) {
+    t->join_lock.lock(vp->smp);
+    if (t->magic == kTcbMagic && t->id == h._id && !t->detached && !t->joined) return true;
+    t->join_lock.unlock(vp->smp);
+    return false;
+}
+
 [[noreturn]] void finish_thread(Vproc *vp, Tcb *self, void *ret) {
     vp->check_stack(self); // before anything runs on a stack that may be gone
     vp->check_slot_below(self);
@@ -158,13 +168,7 @@ int weft_thread_join(weft_thread_t h, void **ret) {
     if (!t) return EINVAL;
     Tcb *self = vp->current;
     if (t == self) return EDEADLK;
-    t->join_lock.lock(vp->smp);
-    // Again under the lock: a detached thread may have ended and its stack
-    // been reused for a new thread between resolve() and here.
-    if (t->magic != kTcbMagic || t->id != h._id || t->detached || t->joined) {
-        t->join_lock.unlock(vp->smp);
-        return EINVAL;
-    }
+    if (!lock_joinable(vp, t, h)) return EINVAL;
     t->joined = true;
     if (!t->exited) {
         t->joiner = self;
@@ -184,11 +188,7 @@ int weft_thread_detach(weft_thread_t h) {
     if (!vp) return EPERM;
     Tcb *t = resolve(h);
     if (!t) return EINVAL;
-    t->join_lock.lock(vp->smp);
-    if (t->magic != kTcbMagic || t->id != h._id || t->detached || t->joined) { // see join
-        t->join_lock.unlock(vp->smp);
-        return EINVAL;
-    }
+    if (!lock_joinable(vp, t, h)) return EINVAL;
     bool gone = t->exited;
     t->detached = true;
     t->join_lock.unlock(vp->smp);
