@@ -6,7 +6,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
-DEPS        = cmake ninja-build g++ make libgtest-dev python3 pkg-config
+DEPS        = cmake ninja-build g++ make libgtest-dev python3 pkg-config liburing-dev
 BENCH_DEPS  = libst-dev
 
 .PHONY: all deps build build-asan run test test-plain test-asan bench install clean

@@ -28,8 +28,13 @@
 #ifndef WEFT_WEFT_H
 #define WEFT_WEFT_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,6 +66,15 @@ typedef struct weft_config {
     int idle_spin_us;    /* WEFT_IDLE_SPIN_US; default 50. With several vprocs, how long
                             an idle vproc watches for work before it sleeps in the
                             kernel; -1 (or WEFT_IDLE_SPIN_US=0): never spin. */
+    const char *io;      /* WEFT_IO: "uring" (default), "epoll" or "poll". The I/O
+                            reactor backend; when io_uring is refused by the kernel
+                            (ENOSYS, EPERM, io_uring_disabled, seccomp) weft falls
+                            back to epoll and says so once on stderr. */
+    int workers;         /* WEFT_WORKERS; default 4, 1..256. Kernel threads of the
+                            offload pool (weft_offload, blocking sendfile, disk
+                            reads when io_uring is not in use). */
+    const char *sendfile; /* WEFT_SENDFILE: "nonblocking" (default), "blocking" or
+                            "splice": how weft_sendfile moves data (see below). */
 } weft_config;
 
 /* Fill *cfg with "unset" values (zeros / NULL). */
@@ -229,6 +243,95 @@ typedef struct weft_once { uint64_t _opaque[3]; } weft_once_t;
 /* Run fn exactly once for *o; concurrent callers wait until it returned. */
 int weft_once(weft_once_t *o, void (*fn)(void));
 
+
+/* ------------------------------------------------------------------ */
+/* I/O: blocking-style calls on the runtime's asynchronous reactor      */
+/* ------------------------------------------------------------------ */
+/*
+ * Each call has the exact POSIX behaviour of the system call it is named
+ * after — return value, errno, short reads, EOF — but blocks only the
+ * calling weft thread: it first tries the system call without blocking and
+ * parks on the vproc's reactor only when that would block. Descriptors stay
+ * in the mode the program gave them; a descriptor the program made
+ * O_NONBLOCK (at creation, with weft_fcntl, or before weft first saw it)
+ * keeps returning EAGAIN. Differences from the plain calls:
+ *   - no SIGPIPE: writing to a broken pipe or socket returns EPIPE;
+ *   - EINTR is never returned (weft threads are not interrupted by signals);
+ *   - a descriptor weft has used must be closed with weft_close: it also
+ *     wakes every weft thread parked on it, which returns EBADF;
+ *   - every blocking call honours the calling thread's I/O timeout and
+ *     deadline (weft_set_io_timeout_ns, weft_set_io_deadline_ns) and then
+ *     fails with ETIMEDOUT (a write that sent part returns that part).
+ * Outside weft_main each call is the plain system call.
+ */
+
+/* Name of the running runtime's reactor backend ("uring", "epoll", "poll");
+ * NULL outside weft_main. */
+const char *weft_io_backend(void);
+
+int weft_socket(int domain, int type, int protocol);
+int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen);
+int weft_accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen);
+ssize_t weft_read(int fd, void *buf, size_t count);
+ssize_t weft_write(int fd, const void *buf, size_t count);
+ssize_t weft_readv(int fd, const struct iovec *iov, int iovcnt);
+ssize_t weft_writev(int fd, const struct iovec *iov, int iovcnt);
+ssize_t weft_recv(int fd, void *buf, size_t len, int flags);
+ssize_t weft_send(int fd, const void *buf, size_t len, int flags);
+ssize_t weft_recvmsg(int fd, struct msghdr *msg, int flags);
+ssize_t weft_sendmsg(int fd, const struct msghdr *msg, int flags);
+int weft_shutdown(int fd, int how);
+int weft_close(int fd);
+/* timeout_ms < 0: no timeout (the thread's I/O timeout still applies and
+ * then returns 0, as poll(2) does when its timeout expires). */
+int weft_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms);
+/* fcntl(2); F_GETFL/F_SETFL track O_NONBLOCK as the program sees it. */
+int weft_fcntl(int fd, int cmd, ... /* long arg */);
+
+/* Files. A read that the page cache can serve completes inline; a miss
+ * (and O_DIRECT) goes to io_uring, or to the offload pool with the other
+ * backends. */
+int weft_open(const char *path, int flags, ... /* mode_t mode */);
+ssize_t weft_pread(int fd, void *buf, size_t count, off_t offset);
+ssize_t weft_pwrite(int fd, const void *buf, size_t count, off_t offset);
+int weft_fsync(int fd);
+int weft_fstat(int fd, struct stat *st);
+
+/* sendfile(2) from a file to a socket (or any descriptor), in one of three
+ * strategies, all producing the same bytes:
+ *   WEFT_SENDFILE_NONBLOCKING  sendfile as far as the socket takes it, park
+ *                              on writability; pages not in the page cache
+ *                              are read in by the offload pool first;
+ *   WEFT_SENDFILE_BLOCKING     the whole transfer in one offload worker,
+ *                              which blocks in sendfile (knot-b of the
+ *                              EuroSys'07 study);
+ *   WEFT_SENDFILE_SPLICE       io_uring splice file -> pipe -> socket
+ *                              (nonblocking strategy without io_uring).
+ * weft_sendfile uses the runtime's default (weft_config.sendfile). Like
+ * sendfile(2) on a blocking socket it sends all `count` bytes unless EOF,
+ * an error or the I/O timeout stops it first. */
+enum weft_sendfile_mode {
+    WEFT_SENDFILE_DEFAULT = 0,
+    WEFT_SENDFILE_NONBLOCKING = 1,
+    WEFT_SENDFILE_BLOCKING = 2,
+    WEFT_SENDFILE_SPLICE = 3
+};
+ssize_t weft_sendfile(int out_fd, int in_fd, off_t *offset, size_t count);
+ssize_t weft_sendfile_mode(int out_fd, int in_fd, off_t *offset, size_t count, int mode);
+
+/* I/O time limits of the calling thread, for every blocking call above:
+ * a relative limit per call (0 = none) and an absolute deadline on
+ * weft_now_ns() (0 = none); the earlier wins. EPERM outside weft_main. */
+int weft_set_io_timeout_ns(uint64_t timeout_ns);
+int weft_set_io_deadline_ns(uint64_t deadline_ns);
+
+/* Run fn(arg) on a kernel thread of the offload pool while the calling weft
+ * thread is parked (for calls that can only block: getaddrinfo, a library's
+ * blocking call ...). Returns fn's result; errno is what fn left in it.
+ * Outside weft_main fn runs on the calling thread. */
+void *weft_offload(void *(*fn)(void *), void *arg);
+
 /* ------------------------------------------------------------------ */
 /* Introspection                                                       */
 /* ------------------------------------------------------------------ */
@@ -267,6 +370,12 @@ typedef struct weft_stats {
     uint64_t stacks_reused;    /* stacks taken from the vproc's free list */
     uint64_t stacks_released;  /* stacks whose pages were given back (madvise) */
     uint64_t stacks_guarded;   /* stacks protected by a guard page */
+    uint64_t io_syscalls;      /* system calls made by the I/O wrappers and the reactor */
+    uint64_t io_parks;         /* parks waiting for a descriptor or an I/O completion */
+    uint64_t io_waits;         /* reactor waits (blocking or not) */
+    uint64_t io_completions;   /* readiness events and completions reaped */
+    uint64_t sendfile_bytes;   /* bytes sent by weft_sendfile* */
+    uint64_t offloaded;        /* calls run on the offload pool */
 } weft_stats_t;
 
 /* vproc >= 0: that vproc's counters; -1: the sum over all vprocs. EINVAL for

@@ -3,6 +3,7 @@
 
 #include <cxxabi.h>
 #include <sched.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -25,11 +26,23 @@ static std::vector<int> usable_cpus() {
 
 Runtime::Runtime(const RuntimeConfig &c) : cfg(c), smp(c.vprocs > 1) {
     if (cfg.pin) cpus = usable_cpus();
-    for (int i = 0; i < cfg.vprocs; ++i) vprocs.push_back(std::make_unique<Vproc>(this, i, smp, regions));
+    for (int i = 0; i < cfg.vprocs; ++i) {
+        vprocs.push_back(std::make_unique<Vproc>(this, i, smp, regions));
+        // Made here, not on the vprocs' threads: wake() must work from the
+        // first moment any other thread may call it.
+        vprocs.back()->reactor = make_reactor(vprocs.back().get(), cfg.io);
+        if (!vprocs.back()->reactor && !start_error) start_error = errno ? errno : EMFILE;
+    }
+    offload = std::make_unique<OffloadPool>(cfg.workers);
 }
 
-// Vprocs hold stack pools that point into `regions`: destroy them first.
-Runtime::~Runtime() { vprocs.clear(); }
+// The offload workers may still be inside a wake-up of some vproc: join them
+// first. Vprocs hold stack pools that point into `regions`: destroy them
+// before it.
+Runtime::~Runtime() {
+    offload.reset();
+    vprocs.clear();
+}
 
 namespace {
 
@@ -111,6 +124,34 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
         out->idle_spin_ns = static_cast<uint64_t>(v) * 1000;
     }
 
+    const char *io = c.io;
+    if (!io) io = std::getenv("WEFT_IO");
+    if (io && *io && !parse_io_backend(io, &out->io)) return config_error("I/O backend '%s': expected uring, epoll or poll", io);
+
+    if (c.workers < 0 || c.workers > RuntimeConfig::kMaxWorkers)
+        return config_error("workers %s: expected 1..256 (0: WEFT_WORKERS)", "out of range");
+    out->workers = c.workers;
+    if (!out->workers) {
+        out->workers = RuntimeConfig::kDefaultWorkers;
+        if (const char *e = std::getenv("WEFT_WORKERS"); e && *e) {
+            char *end;
+            errno = 0;
+            long v = std::strtol(e, &end, 10);
+            if (*end || errno || v < 1 || v > RuntimeConfig::kMaxWorkers)
+                return config_error("WEFT_WORKERS=%s: expected 1..256", e);
+            out->workers = static_cast<int>(v);
+        }
+    }
+
+    const char *sf = c.sendfile;
+    if (!sf) sf = std::getenv("WEFT_SENDFILE");
+    if (sf && *sf) {
+        if (!std::strcmp(sf, "nonblocking")) out->sendfile_mode = WEFT_SENDFILE_NONBLOCKING;
+        else if (!std::strcmp(sf, "blocking")) out->sendfile_mode = WEFT_SENDFILE_BLOCKING;
+        else if (!std::strcmp(sf, "splice")) out->sendfile_mode = WEFT_SENDFILE_SPLICE;
+        else return config_error("sendfile strategy '%s': expected nonblocking, blocking or splice", sf);
+    }
+
     const char *policy = c.policy;
     if (!policy) policy = std::getenv("WEFT_POLICY");
     if (policy && *policy) {
@@ -149,9 +190,16 @@ void bind_kernel_thread(Vproc *vp) {
     }
     vproc_signal_stack_init(vp);
     if (vp->rt->cfg.pin) pin_to_cpu(*vp->rt, vp->index);
+    // SIGPIPE is thread-directed: blocked here, a write to a broken pipe
+    // returns EPIPE and the I/O layer takes the pending signal (io/fd.hpp).
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, &vp->sigmask_before);
 }
 
 void unbind_kernel_thread(Vproc *vp) {
+    pthread_sigmask(SIG_SETMASK, &vp->sigmask_before, nullptr);
     vproc_signal_stack_fini(vp);
     tls_vproc = nullptr;
 }
@@ -223,6 +271,11 @@ int weft_main_config(const weft_config *user, int (*fn)(void *), void *arg) {
 
     AffinityRestore restore_affinity(cfg.pin);
     auto rt = std::make_unique<Runtime>(cfg);
+    if (rt->start_error) {
+        std::fprintf(stderr, "weft: cannot create the I/O reactor: %s\n", std::strerror(rt->start_error));
+        errno = rt->start_error;
+        return -1;
+    }
     Vproc *vp0 = rt->vprocs[0].get();
     bind_kernel_thread(vp0);
 

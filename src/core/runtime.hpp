@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "core/vproc.hpp"
+#include "io/fd.hpp"
+#include "io/offload.hpp"
+#include "io/reactor.hpp"
 #include "stack/provider.hpp"
 
 namespace weft::detail {
@@ -17,6 +20,15 @@ struct RuntimeConfig {
     size_t stack_size = kDefaultStackSize;
     const PolicyOps *policy = &kFifoPolicy;
     uint64_t idle_spin_ns = kIdleSpinNs;
+    IoBackend io = IoBackend::Uring;
+    int workers = kDefaultWorkers;
+    int sendfile_mode = 1;             // WEFT_SENDFILE_NONBLOCKING
+
+    // Offload workers: enough that a few slow disk reads or a blocking
+    // sendfile do not hold up the others, few enough to cost nothing idle
+    // (they start on demand).
+    static constexpr int kDefaultWorkers = 4;
+    static constexpr int kMaxWorkers = 256;
 };
 
 struct Runtime {
@@ -26,7 +38,10 @@ struct Runtime {
     const RuntimeConfig cfg;
     const bool smp;                    // cfg.vprocs > 1
     StackRegions regions;              // address space for every vproc's stacks
+    FdTable fds;                       // per-descriptor I/O state, for every vproc
     std::vector<std::unique_ptr<Vproc>> vprocs;
+    std::unique_ptr<OffloadPool> offload; // stopped before the vprocs go (workers wake threads)
+    int start_error = 0;               // errno if a vproc's reactor could not be made
     std::atomic<int64_t> live{0};      // threads created and not yet reaped
     std::atomic<bool> stopping{false}; // set when live drops to 0
     int main_result = 0;

@@ -74,6 +74,8 @@ struct Tcb {
     Stack stack;                 // the stack this TCB sits on top of
     TsdSlot *tsd = nullptr;      // thread-specific values, grown on demand
     uint32_t tsd_len = 0;
+    uint64_t io_timeout = 0;     // I/O limit per blocking call, ns (0: none)
+    uint64_t io_deadline = 0;    // absolute I/O deadline, ns (0: none)
     char name[kThreadNameMax];   // name[0] == 0: unnamed (set by create_thread)
 };
 

@@ -1,8 +1,6 @@
 #include "core/vproc.hpp"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,10 +17,6 @@ namespace {
 // creation does no atomic operation in the common case.
 constexpr uint64_t kIdBlock = 1024;
 std::atomic<uint64_t> g_next_id_block{1};
-
-long futex(std::atomic<uint32_t> *word, int op, uint32_t val, const timespec *ts) {
-    return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op, val, ts, nullptr, 0);
-}
 
 } // namespace
 
@@ -53,7 +47,7 @@ void Vproc::refill_thread_ids() {
 
 void Vproc::run_loop() {
     for (;;) {
-        poll();
+        poll_local(); // the reactor is reaped by idle_wait when nothing is ready
         if (Tcb *next = pick()) {
             poll_countdown = kPollInterval;
             switch_to(&loop, next);
@@ -65,6 +59,17 @@ void Vproc::run_loop() {
 }
 
 void Vproc::poll() {
+    poll_local();
+    // A zero-timeout reap costs epoll and poll a system call: only while
+    // somebody waits for I/O (io_uring reads its ring, and flushes queued
+    // submissions).
+    if (io_waiters || reactor->cheap_poll()) {
+        stats.io_waits.add(!reactor->cheap_poll());
+        reactor->poll();
+    }
+}
+
+void Vproc::poll_local() {
     for (Tcb *t = inbox.drain(); t;) {
         Tcb *n = t->next;
         stats.remote_wakeups.add();
@@ -74,10 +79,11 @@ void Vproc::poll() {
     if (!timers.empty()) stats.timers_fired.add(timers.expire(now_ns()));
 }
 
-// Sleep until the next timer, a push into the inbox, or the runtime stopping.
-// The handshake with notify(): we publish sleeping=1 and then look at the
-// inbox; a pusher publishes its push and then looks at sleeping. Both are
-// seq_cst, so at least one of us sees the other: no lost wake-up.
+// Sleep in the reactor until an I/O event, the next timer, a push into the
+// inbox, or the runtime stopping. The handshake with notify(): we publish
+// sleeping=1 and then look at the inbox; a pusher publishes its push and
+// then looks at sleeping. Both are seq_cst, so at least one of us sees the
+// other: no lost wake-up.
 void Vproc::idle_wait() {
     uint64_t deadline = timers.next_deadline();
     if (smp && rt->cfg.idle_spin_ns && spin_for_work(deadline)) return;
@@ -86,22 +92,14 @@ void Vproc::idle_wait() {
         sleeping.store(0, std::memory_order_relaxed);
         return;
     }
-    // One vproc, nothing ready, no timer, an empty inbox: every thread is
-    // parked on something only another weft thread could signal. That is a
-    // deadlock — say so instead of sleeping for ever. (Objects are not
-    // shared with plain kernel threads, see weft.h. When threads can park on
-    // I/O or on the offload pool, those parks will count as waking sources.)
-    if (!smp && deadline == UINT64_MAX) report_deadlock();
+    // One vproc, nothing ready, no timer, no I/O outstanding, an empty
+    // inbox: every thread is parked on something only another weft thread
+    // could signal. That is a deadlock — say so instead of sleeping for
+    // ever. (Objects are not shared with plain kernel threads, see weft.h.)
+    if (!smp && deadline == UINT64_MAX && io_waiters == 0) report_deadlock();
     stats.idle_sleeps.add();
-    timespec ts, *tsp = nullptr;
-    if (deadline != UINT64_MAX) {
-        uint64_t now = now_ns();
-        uint64_t rel = deadline > now ? deadline - now : 0;
-        ts.tv_sec = static_cast<time_t>(rel / 1000000000u);
-        ts.tv_nsec = static_cast<long>(rel % 1000000000u);
-        tsp = &ts;
-    }
-    if (!tsp || ts.tv_sec || ts.tv_nsec) futex(&sleeping, FUTEX_WAIT_PRIVATE, 1, tsp);
+    stats.io_waits.add();
+    reactor->wait(deadline);
     sleeping.store(0, std::memory_order_relaxed);
 }
 
@@ -133,7 +131,7 @@ void Vproc::push_remote(Tcb *t) {
 void Vproc::notify() {
     if (sleeping.load(std::memory_order_seq_cst)) {
         sleeping.store(0, std::memory_order_relaxed);
-        futex(&sleeping, FUTEX_WAKE_PRIVATE, 1, nullptr);
+        reactor->wake();
     }
 }
 

@@ -27,18 +27,22 @@
 //    switch (the joiner frees the stack, and cannot run before the switch).
 //  - A thread is resumed only with an intact TCB (magic checked at switch-in).
 //
-// The idle wait (futex) and its wake-up are the place the reactor plugs in:
-// with the I/O layer the loop waits in the reactor until a completion, the
-// next timer or a wake-up, and notify() becomes the reactor's wake.
+// The idle wait sleeps in the vproc's reactor (io/reactor.hpp) until an I/O
+// event, a completion, the next timer or a wake-up; notify() is the
+// reactor's wake. I/O never starves: the periodic poll also reaps the
+// reactor while threads wait on I/O.
 #pragma once
 
 #include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <memory>
 
 #include "core/tcb.hpp"
+#include "io/reactor.hpp"
 #include "sched/fifo.hpp"
 #include "sched/policy.hpp"
 #include "stack/provider.hpp"
@@ -73,6 +77,7 @@ struct VprocCounters {
     Counter switches, yields, created, exited;
     Counter parks[WEFT_PARK_REASON_COUNT];
     Counter remote_wakeups, timers_fired, idle_sleeps;
+    Counter io_syscalls, io_parks, io_waits, io_completions, sendfile_bytes, offloaded;
     std::atomic<uint64_t> created_remotely{0}; // threads other vprocs created with this home
 };
 
@@ -117,7 +122,10 @@ struct Vproc {
     const bool fifo;              // pol is kFifoPolicy: call its queue inline
     TimerHeap timers;
     Inbox inbox;                  // threads made ready by other kernel threads
-    std::atomic<uint32_t> sleeping{0}; // futex word: 1 while idle_wait sleeps
+    std::atomic<uint32_t> sleeping{0}; // 1 while idle_wait sleeps in the reactor
+    std::unique_ptr<Reactor> reactor; // made on the vproc's own kernel thread
+    uint32_t io_waiters = 0;      // threads parked on a descriptor, an operation or the pool
+    sigset_t sigmask_before;      // the kernel thread's signal mask before it ran this vproc
     Tcb *dead = nullptr;          // exited thread to reap after the next switch
     uint32_t poll_countdown = kPollInterval;
     StackPool stacks;
@@ -131,7 +139,8 @@ struct Vproc {
 
     // --- scheduling: called on this vproc only ---
     void run_loop();              // until the runtime stops
-    void poll();                  // drain the inbox, expire timers
+    void poll();                  // drain the inbox, expire timers, reap I/O
+    void poll_local();            // drain the inbox, expire timers
     bool nothing_ready() const {
         return fifo ? static_cast<const FifoQueue *>(pol_state)->count == 0 : pol->ready(pol_state) == 0;
     }

@@ -21,6 +21,12 @@ void add(weft_stats_t *out, const Vproc &vp) {
     out->remote_wakeups += c.remote_wakeups.get();
     out->timers_fired += c.timers_fired.get();
     out->idle_sleeps += c.idle_sleeps.get();
+    out->io_syscalls += c.io_syscalls.get();
+    out->io_parks += c.io_parks.get();
+    out->io_waits += c.io_waits.get();
+    out->io_completions += c.io_completions.get();
+    out->sendfile_bytes += c.sendfile_bytes.get();
+    out->offloaded += c.offloaded.get();
     const StackCounters &s = vp.stacks.counters();
     out->stacks_mapped += s.mapped;
     out->stacks_reused += s.reused;

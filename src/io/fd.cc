@@ -1,0 +1,324 @@
+// The descriptor table, readiness waits, completion waits and close.
+#include "io/fd.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "core/runtime.hpp"
+
+namespace weft::detail {
+
+// ---- the table -------------------------------------------------------------
+
+namespace {
+
+// Descriptors the table can describe: the hard RLIMIT_NOFILE (a process can
+// raise its soft limit up to it at any time), capped by fs.nr_open.
+unsigned table_limit() {
+    unsigned long lim = 1u << 20;
+    rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY) lim = rl.rlim_max;
+    if (FILE *f = std::fopen("/proc/sys/fs/nr_open", "r")) {
+        unsigned long n;
+        if (std::fscanf(f, "%lu", &n) == 1 && n < lim) lim = n;
+        std::fclose(f);
+    }
+    return static_cast<unsigned>(lim < (1u << 26) ? lim : (1u << 26));
+}
+
+} // namespace
+
+FdTable::FdTable() : limit_(table_limit()) {
+    unsigned n = (limit_ + kChunk - 1) >> kChunkBits;
+    chunks_ = new std::atomic<FdState *>[n];
+    for (unsigned i = 0; i < n; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+FdTable::~FdTable() {
+    unsigned n = (limit_ + kChunk - 1) >> kChunkBits;
+    for (unsigned i = 0; i < n; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
+    delete[] chunks_;
+}
+
+// Chunks are made by whichever vproc needs one first; a loser of the race
+// frees its copy.
+FdState *FdTable::make_chunk(unsigned i) {
+    auto *fresh = new (std::nothrow) FdState[kChunk];
+    if (!fresh) return nullptr;
+    FdState *expected = nullptr;
+    if (chunks_[i].compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) return fresh;
+    delete[] fresh;
+    return expected;
+}
+
+int FdTable::fd_of(const FdState *s) const {
+    unsigned n = (limit_ + kChunk - 1) >> kChunkBits;
+    for (unsigned i = 0; i < n; ++i) {
+        const FdState *c = chunks_[i].load(std::memory_order_acquire);
+        if (c && s >= c && s < c + kChunk) return static_cast<int>((i << kChunkBits) + static_cast<unsigned>(s - c));
+    }
+    return -1;
+}
+
+uint32_t FdState::wanted() const {
+    uint32_t w = 0;
+    for (IoWaiter *n = head; n; n = n->next) w |= n->events;
+    return w;
+}
+
+// ---- classification --------------------------------------------------------
+
+namespace {
+
+void classify(Vproc *vp, FdState *s, int fd) {
+    struct stat st;
+    vp->stats.io_syscalls.add(2);
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fstat(fd, &st) != 0) return; // stays Unknown: the call itself reports EBADF
+    s->user_nonblock = fl & O_NONBLOCK;
+    s->weft_nonblock = false;
+    if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode)) {
+        s->kind = FdKind::File;
+    } else if (S_ISFIFO(st.st_mode)) {
+        s->kind = FdKind::Pipe;
+    } else if (S_ISSOCK(st.st_mode)) {
+        int type = 0;
+        socklen_t len = sizeof type;
+        vp->stats.io_syscalls.add();
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len);
+        s->kind = type == SOCK_STREAM ? FdKind::Stream : FdKind::Socket;
+    } else {
+        // A tty, an eventfd, a character device: pollable, but without a
+        // per-call non-blocking flag. weft makes it non-blocking itself.
+        s->kind = FdKind::Pollable;
+        if (!s->user_nonblock) {
+            vp->stats.io_syscalls.add();
+            if (fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0) s->weft_nonblock = true;
+        }
+    }
+    s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
+}
+
+} // namespace
+
+FdState *fd_state(Vproc *vp, int fd) {
+    FdState *s = vp->rt->fds.get(fd);
+    if (s && __builtin_expect(s->kind == FdKind::Unknown, 0)) classify(vp, s, fd);
+    return s;
+}
+
+void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonblock) {
+    FdState *s = vp->rt->fds.get(fd);
+    if (!s) return;
+    SpinGuard g(s->lock, vp->smp);
+    s->kind = k;
+    s->user_nonblock = user_nonblock;
+    s->weft_nonblock = weft_nonblock;
+    s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
+}
+
+// ---- deadlines -------------------------------------------------------------
+
+uint64_t CallDeadline::get(const Tcb *t) {
+    if (!known_) {
+        known_ = true;
+        at_ = t->io_deadline;
+        if (t->io_timeout) {
+            uint64_t rel = now_ns() + t->io_timeout;
+            if (!at_ || rel < at_) at_ = rel;
+        }
+    }
+    return at_;
+}
+
+// ---- readiness -------------------------------------------------------------
+
+namespace {
+
+void link(FdState *s, IoWaiter *w) {
+    w->next = nullptr;
+    w->prev = s->tail;
+    if (s->tail) s->tail->next = w;
+    else s->head = w;
+    s->tail = w;
+    w->linked = true;
+}
+
+void unlink(FdState *s, IoWaiter *w) {
+    if (w->prev) w->prev->next = w->next;
+    else s->head = w->next;
+    if (w->next) w->next->prev = w->prev;
+    else s->tail = w->prev;
+    w->linked = false;
+}
+
+uint8_t ready_bits(uint32_t revents) {
+    uint8_t b = 0;
+    if (revents & (POLLIN | POLLRDHUP | POLLERR | POLLHUP | POLLNVAL)) b |= FdState::kReadable;
+    if (revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) b |= FdState::kWritable;
+    return b;
+}
+
+uint32_t wake_mask(uint8_t bits) {
+    return (bits & FdState::kReadable ? POLLIN | POLLPRI : 0u) | (bits & FdState::kWritable ? POLLOUT : 0u);
+}
+
+// Arm the descriptor for the waiters now queued (under s->lock). 0 or the
+// errno of a descriptor the reactor cannot watch.
+int arm_locked(Vproc *vp, FdState *s, int fd, uint32_t events) {
+    if (!s->reactor) s->reactor = vp->reactor.get();
+    return s->reactor->arm_from(vp, fd, s, events);
+}
+
+} // namespace
+
+uint32_t io_ready(FdState *s, uint32_t revents) {
+    Vproc *vp = tls_vproc;
+    const bool smp = vp->smp;
+    vp->stats.io_completions.add();
+    WakeList woken;
+    uint32_t still;
+    {
+        SpinGuard g(s->lock, smp);
+        uint8_t bits = ready_bits(revents);
+        s->seq.store(s->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        s->ready.fetch_or(bits, std::memory_order_relaxed);
+        uint32_t mask = wake_mask(bits);
+        for (IoWaiter *w = s->head; w;) {
+            IoWaiter *n = w->next;
+            if (w->events & mask) {
+                unlink(s, w);
+                if (claim(w->t, smp)) woken.add(w->t);
+            }
+            w = n;
+        }
+        still = s->wanted();
+    }
+    woken.make_ready_all(0);
+    return still;
+}
+
+void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq) {
+    SpinGuard g(s->lock, vp->smp);
+    if (s->seq.load(std::memory_order_relaxed) == seq)
+        s->ready.fetch_and(static_cast<uint8_t>(~FdState::dir_bit(events)), std::memory_order_relaxed);
+}
+
+int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site) {
+    Tcb *self = vp->current;
+    IoWaiter w{self, nullptr, nullptr, events, false};
+    {
+        SpinGuard g(s->lock, vp->smp);
+        if (s->seq.load(std::memory_order_relaxed) != seq) return 0; // an event came: try again
+        s->ready.fetch_and(static_cast<uint8_t>(~FdState::dir_bit(events)), std::memory_order_relaxed);
+        if (int e = arm_locked(vp, s, fd, events)) return e;
+        link(s, &w);
+        self->state = ThreadState::Parked;
+    }
+    uint64_t deadline = dl.get(self);
+    ++vp->io_waiters;
+    vp->stats.io_parks.add();
+    int r = park(vp, WEFT_PARK_IO, site, deadline);
+    --vp->io_waiters;
+    if (w.linked) { // the timer woke us, or close did (which unlinks): leave the list
+        SpinGuard g(s->lock, vp->smp);
+        if (w.linked) unlink(s, &w);
+    }
+    return r;
+}
+
+int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, size_t n, uint64_t deadline, const void *site) {
+    Tcb *self = vp->current;
+    self->state = ThreadState::Parked;
+    for (size_t i = 0; i < n; ++i) {
+        if (!ss[i]) continue;
+        ws[i].t = self;
+        ws[i].linked = false;
+        SpinGuard g(ss[i]->lock, vp->smp);
+        if (arm_locked(vp, ss[i], fds[i], ws[i].events) == 0) link(ss[i], &ws[i]);
+    }
+    ++vp->io_waiters;
+    vp->stats.io_parks.add();
+    int r = park(vp, WEFT_PARK_IO, site, deadline);
+    --vp->io_waiters;
+    for (size_t i = 0; i < n; ++i) {
+        if (!ss[i] || !ws[i].linked) continue;
+        SpinGuard g(ss[i]->lock, vp->smp);
+        if (ws[i].linked) unlink(ss[i], &ws[i]);
+    }
+    return r == EBADF ? 0 : r;
+}
+
+void fd_forget(Vproc *vp, FdState *s, int fd) {
+    WakeList woken;
+    {
+        SpinGuard g(s->lock, vp->smp);
+        while (IoWaiter *w = s->head) {
+            unlink(s, w);
+            if (claim(w->t, vp->smp)) woken.add(w->t);
+        }
+        if (s->reactor) s->reactor->disarm_from(vp, fd, s);
+        s->reactor = nullptr;
+        s->kind = FdKind::Unknown;
+        s->user_nonblock = s->weft_nonblock = false;
+        s->seq.store(s->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
+    }
+    woken.make_ready_all(EBADF);
+}
+
+// ---- completions -----------------------------------------------------------
+
+void io_complete(IoOp *op, int res) {
+    Vproc *vp = tls_vproc;
+    vp->stats.io_completions.add();
+    op->res = res;
+    op->done.store(true, std::memory_order_release);
+    if (op->waiter) wake(op->waiter, 0, vp->smp);
+}
+
+int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site) {
+    Tcb *self = vp->current;
+    op->waiter = self;
+    self->state = ThreadState::Parked;
+    vp->reactor->submit(op);
+    ++vp->io_waiters;
+    vp->stats.io_parks.add();
+    int r = park(vp, WEFT_PARK_IO, site, dl.get(self));
+    if (r == ETIMEDOUT && !op->done.load(std::memory_order_acquire)) {
+        // The buffer must outlive the kernel's use of it: ask for an early
+        // end and wait for the completion whatever it says.
+        IoOp cancel{IoKind::Cancel};
+        cancel.target = op;
+        cancel.waiter = self;
+        vp->reactor->submit(&cancel);
+        for (;;) { // both live on this stack: wait for both completions
+            self->state = ThreadState::Parked;
+            if (op->done.load(std::memory_order_acquire) && cancel.done.load(std::memory_order_acquire)) break;
+            park(vp, WEFT_PARK_IO, site, 0);
+        }
+        self->state = ThreadState::Running;
+        if (op->res == -ECANCELED || op->res == -EINTR) op->res = -ETIMEDOUT;
+    }
+    --vp->io_waiters;
+    return op->res;
+}
+
+void consume_sigpipe() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    timespec zero{0, 0};
+    while (sigtimedwait(&set, nullptr, &zero) == SIGPIPE) {
+    }
+}
+
+} // namespace weft::detail

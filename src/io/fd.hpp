@@ -1,0 +1,162 @@
+// Per-descriptor state of the I/O layer, and the two ways a thread waits
+// for the kernel: for a descriptor to become ready (wait_fd), and for a
+// submitted operation to complete (run_op).
+//
+// The wrappers' model (what makes low concurrency cost no extra system call):
+//  - Try first. A wrapper makes the non-blocking form of its system call
+//    and parks only if the kernel says EAGAIN. Sockets use MSG_DONTWAIT,
+//    pipes RWF_NOWAIT, so a descriptor keeps the blocking mode the program
+//    gave it; only accept, connect and sendfile, which have no per-call
+//    flag, make weft set O_NONBLOCK on the file (FdState::weft_nonblock).
+//  - Remember unreadiness. Readiness is edge-triggered: an event arrives
+//    when a descriptor *becomes* ready. A stream read that returns less than
+//    asked, or EAGAIN, drained the kernel buffer, so the next read parks
+//    without trying (saving the EAGAIN system call that a naive loop pays
+//    on every message); any later event makes it try again.
+//  - No lost wake-up. FdState::seq counts events. A wrapper reads it
+//    before its attempt; it parks only if no event arrived since (checked
+//    under the lock that io_ready takes), else it tries again.
+//  - Spurious wake-ups are harmless: a woken thread always retries the
+//    system call, so a stale event costs one EAGAIN, never a wrong answer.
+//
+// A descriptor is armed in one reactor (the vproc of the first thread that
+// parks on it) for its whole life; threads of other vprocs waiting on it are
+// woken through make_ready like any cross-vproc wake-up.
+//
+// Lifetime: the table of states lives as long as the runtime. weft_close
+// wakes every waiter (EBADF), disarms and resets the state before closing.
+// A descriptor closed behind weft's back and reused keeps a stale state:
+// close what weft has seen with weft_close (docs/io.md).
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/park.hpp"
+#include "io/reactor.hpp"
+
+namespace weft::detail {
+
+enum class FdKind : uint8_t {
+    Unknown,  // not looked at yet
+    Stream,   // stream socket: recv/send with MSG_DONTWAIT; short read = drained
+    Socket,   // datagram/seqpacket socket: MSG_DONTWAIT, a short read says nothing
+    Pipe,     // pipe or FIFO: preadv2/pwritev2 with RWF_NOWAIT; short read = drained
+    Pollable, // anything else pollable (tty, eventfd ...): O_NONBLOCK set by weft
+    File,     // regular file or block device: never "not ready"; misses go async
+};
+
+// One thread waiting for events on one descriptor. Lives on the waiting
+// thread's stack; linked into FdState's list under its lock.
+struct IoWaiter {
+    Tcb *t;
+    IoWaiter *prev, *next;
+    uint32_t events;  // POLLIN / POLLOUT wanted
+    bool linked;
+};
+
+struct FdState {
+    Spin lock;                       // guards the rest with several vprocs
+    FdKind kind = FdKind::Unknown;
+    bool user_nonblock = false;      // the program wants EAGAIN, not a park
+    bool weft_nonblock = false;      // weft set O_NONBLOCK on the file
+    bool armed = false;              // registered with `reactor` (edge-triggered backends)
+    std::atomic<uint8_t> ready{kReadable | kWritable}; // not known to be unready
+    std::atomic<uint32_t> seq{0};    // events delivered so far
+    Reactor *reactor = nullptr;      // the reactor it is armed in
+    IoWaiter *head = nullptr, *tail = nullptr;
+    uint32_t backend_slot = 0;       // the poll backend's index + 1 (0: none)
+    uint32_t backend_events = 0;     // interest the poll backend holds
+
+    static constexpr uint8_t kReadable = 1, kWritable = 2;
+    static uint8_t dir_bit(uint32_t events) { return events & POLLIN ? kReadable : kWritable; }
+    bool drains_on_short() const { return kind == FdKind::Stream || kind == FdKind::Pipe; }
+    uint32_t wanted() const; // union of the waiters' events (under the lock)
+};
+
+// The descriptor table: states for 0 .. limit-1, in chunks made on first use.
+class FdTable {
+public:
+    FdTable();
+    ~FdTable();
+    FdTable(const FdTable &) = delete;
+    FdTable &operator=(const FdTable &) = delete;
+    // nullptr for a negative descriptor or one beyond the process limit.
+    FdState *get(int fd) {
+        if (static_cast<unsigned>(fd) >= limit_) return nullptr;
+        FdState *c = chunks_[static_cast<unsigned>(fd) >> kChunkBits].load(std::memory_order_acquire);
+        if (__builtin_expect(!c, 0)) c = make_chunk(static_cast<unsigned>(fd) >> kChunkBits);
+        return c ? &c[static_cast<unsigned>(fd) & (kChunk - 1)] : nullptr;
+    }
+    int fd_of(const FdState *s) const; // reverse lookup, for backends that need it
+
+private:
+    static constexpr unsigned kChunkBits = 10, kChunk = 1u << kChunkBits;
+    FdState *make_chunk(unsigned i);
+    unsigned limit_ = 0;
+    std::atomic<FdState *> *chunks_ = nullptr;
+};
+
+// A completion-based operation: what the kernel is asked, and its result.
+// On the submitting thread's stack until it completed.
+struct IoOp {
+    IoKind kind;
+    int fd = -1, fd2 = -1;           // Splice: fd in, fd2 out
+    void *buf = nullptr;             // Read/Write buffer, or the iovec array (Readv/Writev)
+    unsigned len = 0;                // bytes, or iovec count
+    uint64_t off = ~uint64_t{0};     // file offset; ~0: the current position
+    uint64_t off2 = ~uint64_t{0};    // Splice: output offset
+    unsigned flags = 0;
+    IoOp *target = nullptr;          // Cancel: the operation to cancel
+    Tcb *waiter = nullptr;
+    int res = 0;                     // >= 0 or -errno, valid once done
+    std::atomic<bool> done{false};
+};
+
+// Per-call deadline from the thread's I/O timeout and deadline, computed the
+// first time the call has to wait. 0 = none.
+class CallDeadline {
+public:
+    uint64_t get(const Tcb *t);
+
+private:
+    bool known_ = false;
+    uint64_t at_ = 0;
+};
+
+// --- called by backends, on the owning vproc's kernel thread ---
+// fd became ready for `revents`: wake its waiters. Returns the events the
+// remaining waiters still want (the poll backend re-arms them).
+uint32_t io_ready(FdState *s, uint32_t revents);
+// A submitted operation finished with res (>= 0 or -errno).
+void io_complete(IoOp *op, int res);
+
+// --- called by wrappers ---
+// The state of fd, classified on first use; nullptr if fd is out of range.
+FdState *fd_state(Vproc *vp, int fd);
+// Record that weft made fd of kind k (socket, accept, open): no fstat needed.
+void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonblock);
+// The last attempt (made when seq read `seq`) found fd not ready for
+// `events`: park until an event, unless one came meanwhile. 0 = try again,
+// else ETIMEDOUT or EBADF.
+int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site);
+// A read or write moved less than asked on a stream: the buffer is drained
+// (or full); the next attempt parks first unless an event came since `seq`.
+void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq);
+// Submit op to vp's reactor and park until it completes. Returns its result
+// (>= 0 or -errno; -ETIMEDOUT when the deadline cancelled it).
+int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site);
+// weft_close's part: wake waiters with EBADF, disarm, reset the state.
+void fd_forget(Vproc *vp, FdState *s, int fd);
+// Wait on several descriptors at once (weft_poll). ws[i].events set by the
+// caller; returns 0 after any event, ETIMEDOUT at the deadline.
+int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, size_t n, uint64_t deadline, const void *site);
+
+// Thread-directed SIGPIPE is blocked on vprocs and workers: take a pending
+// one so that it is not delivered later (after a write returned EPIPE).
+void consume_sigpipe();
+
+} // namespace weft::detail

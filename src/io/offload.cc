@@ -1,0 +1,88 @@
+#include "io/offload.hpp"
+
+#include <signal.h>
+
+#include <cstdio>
+
+#include "core/runtime.hpp"
+#include "io/fd.hpp"
+
+namespace weft::detail {
+
+OffloadPool &offload_pool(Vproc *vp) { return *vp->rt->offload; }
+
+OffloadPool::~OffloadPool() {
+    pthread_mutex_lock(&mu_);
+    stop_ = true;
+    pthread_cond_broadcast(&cv_);
+    std::vector<pthread_t> ts = threads_;
+    pthread_mutex_unlock(&mu_);
+    for (pthread_t t : ts) pthread_join(t, nullptr);
+}
+
+bool OffloadPool::run(Vproc *vp, OffloadJob *job, const void *site) {
+    Tcb *self = vp->current;
+    job->waiter = self;
+    job->next = nullptr;
+    pthread_mutex_lock(&mu_);
+    // A worker per queued job while the bound allows: a job never waits
+    // behind a slow one while a worker could still be started.
+    if (idle_ == 0 && static_cast<int>(threads_.size()) < max_) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 256 * 1024); // blocking calls, a resolver: no deep recursion
+        // Workers never take signals meant for the program (nor SIGPIPE).
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int e = pthread_create(&t, &a, worker_main, this);
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        pthread_attr_destroy(&a);
+        if (e == 0) threads_.push_back(t);
+        else if (threads_.empty()) {
+            pthread_mutex_unlock(&mu_);
+            return false;
+        }
+    }
+    self->state = ThreadState::Parked; // before the job is visible: its worker may wake us at once
+    if (tail_) tail_->next = job;
+    else head_ = job;
+    tail_ = job;
+    pthread_cond_signal(&cv_);
+    pthread_mutex_unlock(&mu_);
+    vp->stats.offloaded.add();
+    ++vp->io_waiters;
+    park(vp, WEFT_PARK_OFFLOAD, site, 0);
+    --vp->io_waiters;
+    return true;
+}
+
+void *OffloadPool::worker_main(void *p) {
+    static_cast<OffloadPool *>(p)->worker();
+    return nullptr;
+}
+
+void OffloadPool::worker() {
+    pthread_mutex_lock(&mu_);
+    for (;;) {
+        while (!head_ && !stop_) {
+            ++idle_;
+            pthread_cond_wait(&cv_, &mu_);
+            --idle_;
+        }
+        if (!head_) break; // stopping, nothing left
+        OffloadJob *job = head_;
+        head_ = job->next;
+        if (!head_) tail_ = nullptr;
+        pthread_mutex_unlock(&mu_);
+        job->run(job);
+        consume_sigpipe();
+        Tcb *t = job->waiter; // the job is gone once the thread runs
+        wake(t, 0, t->vp->smp);
+        pthread_mutex_lock(&mu_);
+    }
+    pthread_mutex_unlock(&mu_);
+}
+
+} // namespace weft::detail

@@ -1,0 +1,67 @@
+// The offload pool: kernel worker threads that run calls which can only
+// block (fsync without io_uring, getaddrinfo, a blocking sendfile, a disk
+// read that missed the page cache on the epoll and poll backends) while the
+// weft thread that asked is parked.
+//
+// Workers are started on demand, up to the configured bound
+// (WEFT_WORKERS): a program that never offloads runs no extra kernel thread.
+// A job lives on the parked thread's stack; the worker runs it, then wakes
+// the thread like any cross-vproc waker (claim, make_ready through the home
+// vproc's inbox), and never touches the job again after that.
+#pragma once
+
+#include <pthread.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "core/park.hpp"
+
+namespace weft::detail {
+
+struct OffloadJob {
+    void (*run)(OffloadJob *); // called on a worker
+    Tcb *waiter = nullptr;
+    OffloadJob *next = nullptr;
+};
+
+class OffloadPool {
+public:
+    explicit OffloadPool(int max_workers) : max_(max_workers) {}
+    ~OffloadPool(); // joins the workers: call once no job can be queued
+    OffloadPool(const OffloadPool &) = delete;
+    OffloadPool &operator=(const OffloadPool &) = delete;
+
+    // Run job->run(job) on a worker while the calling weft thread parks.
+    // False if no worker could be started (the caller runs it inline).
+    bool run(Vproc *vp, OffloadJob *job, const void *site);
+
+private:
+    static void *worker_main(void *p);
+    void worker();
+
+    const int max_;
+    pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv_ = PTHREAD_COND_INITIALIZER;
+    OffloadJob *head_ = nullptr, *tail_ = nullptr; // queued jobs, FIFO (mu_)
+    int idle_ = 0;                                 // workers waiting for a job (mu_)
+    bool stop_ = false;                            // (mu_)
+    std::vector<pthread_t> threads_;               // (mu_)
+};
+
+OffloadPool &offload_pool(Vproc *vp); // the runtime's pool
+
+// Run fn() on a worker while the calling thread parks; the closure carries
+// the results (errno included: it is the worker's). Inline when no worker
+// can be started.
+template <class F>
+void offload_call(Vproc *vp, F &fn, const void *site) {
+    struct Job : OffloadJob {
+        F *f;
+    } job;
+    job.f = &fn;
+    job.run = [](OffloadJob *j) { (*static_cast<Job *>(j)->f)(); };
+    if (!offload_pool(vp).run(vp, &job, site)) fn();
+}
+
+} // namespace weft::detail

@@ -1,0 +1,112 @@
+// The reactor contract: how a vproc waits for the kernel.
+//
+// Every vproc owns one reactor. It is the only place the vproc sleeps: when
+// nothing is ready the scheduler loop calls wait(deadline), which returns on
+// an I/O event, a completion, the deadline (the next timer), or a wake() from
+// another kernel thread. Backends are one file each and are chosen at start
+// (WEFT_IO / weft_config.io); the scheduler loop and the wrappers know only
+// this interface.
+//
+// What every backend provides:
+//  - arm(fd, s, events): make sure a readiness event for `events`
+//    (POLLIN/POLLOUT) of fd reaches io_ready(s, ...) when it happens. Called
+//    by a thread about to park on fd, under the FdState lock. An
+//    edge-triggered backend (epoll, io_uring) registers each descriptor
+//    once, for both directions, and ignores later calls (FdState::armed);
+//    the level-triggered poll backend keeps interest only while somebody
+//    waits (one-shot: an event removes it).
+//  - disarm(fd, s): forget fd; called by weft_close before the descriptor
+//    is closed (an io_uring poll holds a reference to the file: without
+//    this the close would not release it).
+//  - submit(op) (only if can_submit()): start a completion-based operation
+//    (a disk read, fsync, splice). Its result reaches io_complete(op, res).
+//    Submissions are queued and go to the kernel in one batch per scheduler
+//    iteration: at the next poll() or wait(), or when the queue is full.
+//  - poll(): deliver what has happened without blocking. For io_uring this
+//    reads the completion ring (no system call); for epoll and poll it is a
+//    zero-timeout system call, so the scheduler calls it only every
+//    kPollInterval dispatches and only while threads wait on I/O.
+//  - wait(deadline): flush submissions, block until something is delivered,
+//    deadline (absolute CLOCK_MONOTONIC ns, UINT64_MAX = none) or wake().
+//  - arm/disarm run on the owning vproc (Reactor::arm_from routes calls
+//    from other vprocs), unless the backend says they are thread-safe.
+//  - wake(): thread-safe, async-signal-unsafe; makes a current or the next
+//    wait() return. The vproc calls it only when it is (about to be) asleep.
+//
+// Events and completions are delivered on the owning vproc's kernel thread,
+// inside poll() or wait(), never concurrently with the vproc's threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace weft::detail {
+
+struct FdState;
+struct IoOp;
+struct Vproc;
+
+// What a completion-based operation asks of the kernel (IoOp::kind).
+enum class IoKind : uint8_t { Read, Write, Readv, Writev, Fsync, Splice, Cancel };
+
+class Reactor {
+public:
+    virtual ~Reactor() = default;
+    virtual const char *name() const = 0;
+    virtual int arm(int fd, FdState *s, uint32_t events) = 0; // 0 or an errno
+    virtual void disarm(int fd, FdState *s) = 0;
+    virtual bool can_submit() const { return false; }
+    virtual void submit(IoOp *) {}
+    virtual void cancel(IoOp *) {} // ask the kernel to finish op early (it still completes)
+    // True when poll() needs no system call (so calling it often is free).
+    virtual bool cheap_poll() const { return false; }
+    virtual void poll() = 0;
+    virtual void wait(uint64_t deadline) = 0;
+    virtual void wake() = 0;
+
+    Vproc *vp = nullptr; // the vproc whose events this reactor delivers
+
+    // What fd.cc calls, from any vproc, with the FdState lock held. A backend
+    // whose arm() is not thread-safe gets requests from other vprocs through
+    // a queue that its own vproc applies (and is woken to apply).
+    int arm_from(Vproc *caller, int fd, FdState *s, uint32_t events);
+    void disarm_from(Vproc *caller, int fd, FdState *s);
+
+protected:
+    virtual bool arm_is_thread_safe() const { return false; }
+    // Owner only: apply what other vprocs asked. At the start of poll() and
+    // wait(), and before a local arm (requests stay in order).
+    void apply_remote() {
+        if (__builtin_expect(remote_pending_.load(std::memory_order_acquire), 0)) apply_remote_slow();
+    }
+
+private:
+    struct RemoteRequest {
+        int fd;
+        FdState *s;
+        uint32_t events; // 0: disarm
+    };
+    void apply_remote_slow();
+    std::atomic<bool> remote_pending_{false};
+    std::mutex remote_mu_;
+    std::vector<RemoteRequest> remote_; // guarded by remote_mu_
+};
+
+// Backend factories (one file each). nullptr with errno set when the kernel
+// refuses the backend.
+std::unique_ptr<Reactor> make_uring_reactor(Vproc *vp);
+std::unique_ptr<Reactor> make_epoll_reactor(Vproc *vp);
+std::unique_ptr<Reactor> make_poll_reactor(Vproc *vp);
+
+enum class IoBackend : uint8_t { Uring, Epoll, Poll };
+const char *io_backend_name(IoBackend b);
+bool parse_io_backend(const char *s, IoBackend *out);
+
+// Create the reactor of vp for the runtime's backend; falls back from
+// io_uring to epoll (saying so once per process). nullptr if even that fails.
+std::unique_ptr<Reactor> make_reactor(Vproc *vp, IoBackend wanted);
+
+} // namespace weft::detail

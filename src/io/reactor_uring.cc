@@ -1,0 +1,218 @@
+// The io_uring backend (liburing). Readiness: one multishot poll per
+// descriptor, armed once, edge-triggered (io_uring's default without
+// IORING_POLL_ADD_LEVEL): a completion per wake-up of the file, like epoll
+// with EPOLLET. Completions: disk reads and writes, fsync, splice. Wake-ups:
+// an eventfd with its own multishot poll.
+//
+// Submissions are queued in the SQ ring and go to the kernel in one
+// io_uring_enter per scheduler iteration: poll() flushes them, wait()
+// flushes and waits in the same call. Reaping reads the CQ ring in user
+// memory, so the periodic poll costs no system call unless the kernel asks
+// for one (IORING_SQ_TASKRUN with COOP_TASKRUN: deferred completion work).
+//
+// user_data: an FdState* (readiness), an IoOp* | 1 (an operation), or one of
+// the small tags below.
+#include <liburing.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+
+#include "core/vproc.hpp"
+#include "io/fd.hpp"
+
+namespace weft::detail {
+namespace {
+
+constexpr uint64_t kTagWake = 8;     // the eventfd's poll
+constexpr uint64_t kTagIgnore = 16;  // poll removals: nobody waits for them
+constexpr uint64_t kOpBit = 1;       // IoOp pointers are at least 8-aligned
+constexpr unsigned kEntries = 256;   // SQ size: a batch per iteration rarely exceeds it
+constexpr unsigned kCqEntries = 4096; // room for bursts of readiness events
+
+class UringReactor final : public Reactor {
+public:
+    UringReactor(const io_uring &ring, int efd) : ring_(ring), efd_(efd) {}
+    ~UringReactor() override {
+        io_uring_queue_exit(&ring_);
+        close(efd_);
+    }
+    const char *name() const override { return "uring"; }
+    bool can_submit() const override { return true; }
+    bool cheap_poll() const override { return true; }
+
+    int arm(int fd, FdState *s, uint32_t) override {
+        if (s->armed) return 0;
+        io_uring_sqe *sqe = sqe_get();
+        io_uring_prep_poll_multishot(sqe, fd, POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+        io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(s));
+        s->armed = true;
+        return 0;
+    }
+
+    // The poll holds a reference to the file: remove it now, and push the
+    // removal to the kernel at once so that the close that follows releases
+    // the file (a peer must see the connection end).
+    void disarm(int, FdState *s) override {
+        if (!s->armed) return;
+        s->armed = false;
+        io_uring_sqe *sqe = sqe_get();
+        io_uring_prep_poll_remove(sqe, reinterpret_cast<uint64_t>(s));
+        io_uring_sqe_set_data64(sqe, kTagIgnore);
+        submit_now();
+    }
+
+    void submit(IoOp *op) override {
+        io_uring_sqe *sqe = sqe_get();
+        switch (op->kind) {
+        case IoKind::Read: io_uring_prep_read(sqe, op->fd, op->buf, op->len, op->off); break;
+        case IoKind::Write: io_uring_prep_write(sqe, op->fd, op->buf, op->len, op->off); break;
+        case IoKind::Readv: io_uring_prep_readv(sqe, op->fd, static_cast<const iovec *>(op->buf), op->len, op->off); break;
+        case IoKind::Writev: io_uring_prep_writev(sqe, op->fd, static_cast<const iovec *>(op->buf), op->len, op->off); break;
+        case IoKind::Fsync: io_uring_prep_fsync(sqe, op->fd, op->flags); break;
+        case IoKind::Splice:
+            io_uring_prep_splice(sqe, op->fd, static_cast<int64_t>(op->off), op->fd2, static_cast<int64_t>(op->off2),
+                                 op->len, op->flags);
+            break;
+        case IoKind::Cancel: io_uring_prep_cancel64(sqe, reinterpret_cast<uint64_t>(op->target) | kOpBit, 0); break;
+        }
+        io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(op) | kOpBit);
+    }
+
+    void poll() override {
+        apply_remote();
+        if (io_uring_sq_ready(&ring_) || (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) enter(0, nullptr);
+        reap();
+    }
+
+    void wait(uint64_t deadline) override {
+        apply_remote();
+        if (!wake_armed_) arm_wake();
+        if (reap()) { // something was already there: flush and go back to run it
+            if (io_uring_sq_ready(&ring_)) enter(0, nullptr);
+            return;
+        }
+        if (deadline == UINT64_MAX) {
+            enter(1, nullptr);
+        } else {
+            uint64_t now = now_ns();
+            uint64_t rel = deadline > now ? deadline - now : 0;
+            __kernel_timespec ts{static_cast<int64_t>(rel / 1000000000u), static_cast<long long>(rel % 1000000000u)};
+            enter(1, &ts);
+        }
+        reap();
+    }
+
+    void wake() override {
+        uint64_t one = 1;
+        ssize_t r = write(efd_, &one, sizeof one);
+        (void)r;
+    }
+
+private:
+    io_uring_sqe *sqe_get() {
+        io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
+        while (!sqe) { // the ring is full: flush it (and make room in the CQ ring)
+            enter(0, nullptr);
+            reap();
+            sqe = io_uring_get_sqe(&ring_);
+        }
+        return sqe;
+    }
+
+    void submit_now() {
+        vp->stats.io_syscalls.add();
+        io_uring_submit(&ring_);
+    }
+
+    // Submit what is queued and wait for `want` completions (0: don't wait).
+    void enter(unsigned want, __kernel_timespec *ts) {
+        vp->stats.io_syscalls.add();
+        io_uring_cqe *cqe;
+        if (ts) io_uring_submit_and_wait_timeout(&ring_, &cqe, want, ts, nullptr);
+        else if (want) io_uring_submit_and_wait(&ring_, want);
+        else if (io_uring_sq_ready(&ring_)) io_uring_submit(&ring_);
+        else io_uring_get_events(&ring_);
+    }
+
+    void arm_wake() {
+        io_uring_sqe *sqe = sqe_get();
+        io_uring_prep_poll_multishot(sqe, efd_, POLLIN);
+        io_uring_sqe_set_data64(sqe, kTagWake);
+        wake_armed_ = true;
+    }
+
+    // Deliver every completion in the ring. Returns how many there were.
+    unsigned reap() {
+        unsigned n = 0;
+        for (;;) {
+            io_uring_cqe *batch[64];
+            unsigned got = io_uring_peek_batch_cqe(&ring_, batch, 64);
+            if (!got) break;
+            for (unsigned i = 0; i < got; ++i) deliver(batch[i]);
+            io_uring_cq_advance(&ring_, got);
+            n += got;
+        }
+        return n;
+    }
+
+    void deliver(const io_uring_cqe *cqe) {
+        uint64_t ud = cqe->user_data;
+        if (ud == kTagIgnore) return;
+        if (ud == kTagWake) {
+            if (!(cqe->flags & IORING_CQE_F_MORE)) wake_armed_ = false; // re-armed at the next wait
+            return;
+        }
+        if (ud & kOpBit) {
+            io_complete(reinterpret_cast<IoOp *>(ud & ~kOpBit), cqe->res);
+            return;
+        }
+        auto *s = reinterpret_cast<FdState *>(ud);
+        if (cqe->res == -ECANCELED) return; // removed by disarm
+        if (!(cqe->flags & IORING_CQE_F_MORE) && s->reactor == this) s->armed = false; // ended: the next waiter re-arms
+        uint32_t revents = cqe->res < 0 ? POLLERR : static_cast<uint32_t>(cqe->res);
+        io_ready(s, revents);
+    }
+
+    io_uring ring_;
+    int efd_;
+    bool wake_armed_ = false;
+};
+
+} // namespace
+
+std::unique_ptr<Reactor> make_uring_reactor(Vproc *vp) {
+    io_uring ring;
+    io_uring_params p{};
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+    p.cq_entries = kCqEntries;
+    int r = io_uring_queue_init_params(kEntries, &ring, &p);
+    if (r == -EINVAL) { // an older kernel without the task-run flags
+        p = io_uring_params{};
+        p.flags = IORING_SETUP_CQSIZE;
+        p.cq_entries = kCqEntries;
+        r = io_uring_queue_init_params(kEntries, &ring, &p);
+    }
+    if (r < 0) {
+        errno = -r;
+        return nullptr;
+    }
+    if (!(p.features & IORING_FEAT_EXT_ARG) || !(p.features & IORING_FEAT_NODROP)) {
+        io_uring_queue_exit(&ring); // waits with a timeout need EXT_ARG (5.11); NODROP keeps events
+        errno = ENOSYS;
+        return nullptr;
+    }
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd < 0) {
+        int e = errno;
+        io_uring_queue_exit(&ring);
+        errno = e;
+        return nullptr;
+    }
+    auto reactor = std::make_unique<UringReactor>(ring, efd);
+    reactor->vp = vp;
+    return reactor;
+}
+
+} // namespace weft::detail

@@ -1,0 +1,245 @@
+// weft_sendfile in three strategies (the EuroSys'07 study, §4.3, added the
+// first two to Capriccio; io_uring adds the third). All three send the same
+// bytes and honour the same contract: like sendfile(2) on a blocking
+// socket, everything up to EOF, unless an error or the I/O deadline stops
+// it (then what was sent, or -1).
+//
+//  - nonblocking: sendfile on the socket made O_NONBLOCK, parking on
+//    writability. sendfile would block the whole vproc on a page-cache miss,
+//    so the range it is about to send is checked first (cachestat, Linux
+//    6.5) and missing pages are read in by the offload pool.
+//  - blocking: the whole transfer runs in one offload worker, which may
+//    block in sendfile as long as it likes (the study's best Knot, knot-b).
+//  - splice: io_uring moves file -> pipe -> socket; the pipe is the vproc's,
+//    reused. Without io_uring it is the nonblocking strategy.
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "io/offload.hpp"
+#include "io/wrap.hpp"
+
+namespace weft::detail {
+namespace {
+
+constexpr size_t kProbe = size_t{4} << 20;  // bytes checked for residency ahead of each sendfile
+constexpr size_t kSendMax = 0x7ffff000;     // the most one sendfile moves (Linux)
+constexpr size_t kPage = 4096;
+
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
+struct CachestatRange {
+    uint64_t off, len;
+};
+struct Cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+// True if [off, off+len) may not all be in the page cache. Without
+// cachestat (older kernels) nothing is known: false (sendfile may block).
+bool may_miss(int fd, uint64_t off, size_t len) {
+    static std::atomic<bool> unsupported{false};
+    if (unsupported.load(std::memory_order_relaxed)) return false;
+    CachestatRange r{off & ~(kPage - 1), 0};
+    r.len = ((off + len + kPage - 1) & ~(kPage - 1)) - r.off;
+    Cachestat cs{};
+    if (syscall(SYS_cachestat, fd, &r, &cs, 0) != 0) {
+        if (errno == ENOSYS) unsupported.store(true, std::memory_order_relaxed);
+        return false;
+    }
+    return cs.nr_cache < r.len / kPage;
+}
+
+// Read [off, off+len) into the page cache on a worker (sendfile will then
+// find it there). EOF inside the range is fine.
+void read_in(Vproc *vp, int fd, uint64_t off, size_t len, const void *site) {
+    auto call = [&] {
+        static thread_local std::vector<char> scratch(size_t{1} << 20);
+        while (len) {
+            size_t n = len < scratch.size() ? len : scratch.size();
+            ssize_t r = pread(fd, scratch.data(), n, static_cast<off_t>(off));
+            if (r <= 0) break;
+            off += static_cast<uint64_t>(r);
+            len -= static_cast<size_t>(r);
+        }
+    };
+    offload_call(vp, call, site);
+}
+
+ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
+    ensure_nonblock(vp, out, out_fd);
+    CallDeadline dl;
+    size_t done = 0;
+    while (done < count) {
+        size_t want = count - done < kSendMax ? count - done : kSendMax;
+        size_t probe = want < kProbe ? want : kProbe;
+        vp->stats.io_syscalls.add();
+        if (may_miss(in_fd, static_cast<uint64_t>(pos), probe)) read_in(vp, in_fd, static_cast<uint64_t>(pos), probe, site);
+        // A probe's worth at a time, so the next stretch is checked before it is sent.
+        size_t chunk = want < probe ? want : probe;
+        ssize_t r = retry_on_fd(vp, out, out_fd, POLLOUT, chunk, [&] { return sys(sendfile(out_fd, in_fd, &pos, chunk)); },
+                                dl, site);
+        if (r == -EPIPE) consume_sigpipe();
+        if (r < 0) return done ? static_cast<ssize_t>(done) : r;
+        if (r == 0) break; // EOF
+        done += static_cast<size_t>(r);
+    }
+    return static_cast<ssize_t>(done);
+}
+
+ssize_t send_blocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
+    // A worker may block in sendfile only on a blocking socket; one weft or
+    // the program made non-blocking is waited on with poll(2) there instead.
+    const bool nonblock = out && (out->weft_nonblock || out->user_nonblock);
+    const uint64_t deadline = CallDeadline().get(vp->current);
+    ssize_t result = 0;
+    auto call = [&] {
+        size_t done = 0;
+        while (done < count) {
+            size_t want = count - done < kSendMax ? count - done : kSendMax;
+            ssize_t r = sendfile(out_fd, in_fd, &pos, want);
+            if (r > 0) {
+                done += static_cast<size_t>(r);
+                continue;
+            }
+            if (r == 0) break;
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN && nonblock && !(out->user_nonblock)) {
+                int ms = -1;
+                if (deadline) {
+                    uint64_t now = now_ns();
+                    if (now >= deadline) {
+                        errno = ETIMEDOUT;
+                        result = done ? static_cast<ssize_t>(done) : -ETIMEDOUT;
+                        return;
+                    }
+                    ms = static_cast<int>((deadline - now + 999999) / 1000000);
+                }
+                pollfd p{out_fd, POLLOUT, 0};
+                ::poll(&p, 1, ms);
+                continue;
+            }
+            result = done ? static_cast<ssize_t>(done) : -errno;
+            return;
+        }
+        result = static_cast<ssize_t>(done);
+    };
+    offload_call(vp, call, site);
+    return result;
+}
+
+// The vproc's pipe for splicing, made on first use (and after an error
+// left bytes in it).
+struct SplicePipe {
+    int rd = -1, wr = -1;
+};
+thread_local SplicePipe t_pipe;
+
+ssize_t send_splice(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
+    if (!vp->reactor->can_submit()) return send_nonblocking(vp, out, out_fd, in_fd, pos, count, site);
+    SplicePipe &p = t_pipe; // vproc = kernel thread: one pipe per vproc
+    if (p.rd < 0) {
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+        p.rd = fds[0];
+        p.wr = fds[1];
+        fcntl(p.wr, F_SETPIPE_SZ, 1 << 20); // fewer round trips; the default 64 KiB works too
+    }
+    CallDeadline dl;
+    size_t done = 0;
+    auto reset_pipe = [&] {
+        close(p.rd);
+        close(p.wr);
+        p.rd = p.wr = -1;
+    };
+    while (done < count) {
+        size_t want = count - done < (size_t{1} << 20) ? count - done : (size_t{1} << 20);
+        IoOp in{IoKind::Splice};
+        in.fd = in_fd;
+        in.off = static_cast<uint64_t>(pos);
+        in.fd2 = p.wr;
+        in.len = static_cast<unsigned>(want);
+        in.flags = SPLICE_F_MOVE;
+        int r = run_op(vp, &in, dl, site);
+        if (r <= 0) {
+            if (r < 0) return done ? static_cast<ssize_t>(done) : r;
+            break; // EOF
+        }
+        size_t inpipe = static_cast<size_t>(r);
+        while (inpipe) {
+            IoOp o{IoKind::Splice};
+            o.fd = p.rd;
+            o.fd2 = out_fd;
+            o.len = static_cast<unsigned>(inpipe);
+            o.flags = SPLICE_F_MOVE;
+            int w = run_op(vp, &o, dl, site);
+            if (w <= 0) {
+                reset_pipe(); // bytes may be left in it
+                if (w == -EPIPE) consume_sigpipe();
+                size_t sent = done + (static_cast<size_t>(r) - inpipe);
+                pos += static_cast<off_t>(static_cast<size_t>(r) - inpipe);
+                return sent ? static_cast<ssize_t>(sent) : (w < 0 ? w : -EPIPE);
+            }
+            inpipe -= static_cast<size_t>(w);
+        }
+        pos += static_cast<off_t>(r);
+        done += static_cast<size_t>(r);
+    }
+    return static_cast<ssize_t>(done);
+}
+
+} // namespace
+} // namespace weft::detail
+
+using namespace weft::detail;
+
+extern "C" {
+
+ssize_t weft_sendfile_mode(int out_fd, int in_fd, off_t *offset, size_t count, int mode) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return sendfile(out_fd, in_fd, offset, count);
+    if (mode < WEFT_SENDFILE_DEFAULT || mode > WEFT_SENDFILE_SPLICE) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (mode == WEFT_SENDFILE_DEFAULT) mode = vp->rt->cfg.sendfile_mode;
+    FdState *out = fd_state(vp, out_fd);
+    FdState *in = fd_state(vp, in_fd);
+    if (!out || !in || out->kind == FdKind::Unknown || in->kind == FdKind::Unknown) {
+        errno = EBADF;
+        return -1;
+    }
+    // Offsets are explicit throughout; with offset == NULL the file position
+    // is the start and is moved past what was sent, as sendfile(2) does.
+    off_t pos;
+    if (offset) {
+        if (*offset < 0) {
+            errno = EINVAL;
+            return -1;
+        }
+        pos = *offset;
+    } else {
+        pos = lseek(in_fd, 0, SEEK_CUR);
+        if (pos < 0) return -1;
+    }
+    const void *site = WEFT_SITE();
+    ssize_t r;
+    if (count == 0) r = 0;
+    else if (mode == WEFT_SENDFILE_BLOCKING) r = send_blocking(vp, out, out_fd, in_fd, pos, count, site);
+    else if (mode == WEFT_SENDFILE_SPLICE) r = send_splice(vp, out, out_fd, in_fd, pos, count, site);
+    else r = send_nonblocking(vp, out, out_fd, in_fd, pos, count, site);
+    if (offset) *offset = pos;
+    else lseek(in_fd, pos, SEEK_SET);
+    if (r > 0) vp->stats.sendfile_bytes.add(static_cast<uint64_t>(r));
+    return posix_result(r);
+}
+
+ssize_t weft_sendfile(int out_fd, int in_fd, off_t *offset, size_t count) {
+    return weft_sendfile_mode(out_fd, in_fd, offset, count, WEFT_SENDFILE_DEFAULT);
+}
+
+} // extern "C"

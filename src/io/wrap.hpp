@@ -1,0 +1,78 @@
+// What the wrapper files (net.cc, file.cc, sendfile.cc) share: the
+// try-then-park loop on a descriptor, and the POSIX return convention.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstddef>
+
+#include "core/runtime.hpp"
+#include "io/fd.hpp"
+
+namespace weft::detail {
+
+// -errno to the POSIX convention (-1 and errno).
+inline ssize_t posix_result(ssize_t r) {
+    if (r >= 0) return r;
+    errno = static_cast<int>(-r);
+    return -1;
+}
+
+// Run attempt() — one non-blocking system call returning >= 0 or -errno —
+// until it does not say EAGAIN, parking on fd for `ev` (POLLIN or POLLOUT)
+// in between. `want` is the byte count asked: a stream transfer that moves
+// less (but something) drained the kernel buffer, remembered so the next
+// call parks without trying. Returns >= 0 or -errno (-ETIMEDOUT, -EBADF
+// when closed meanwhile, -EAGAIN for a descriptor the program made
+// non-blocking).
+template <class Attempt>
+ssize_t retry_on_fd(Vproc *vp, FdState *s, int fd, uint32_t ev, size_t want, Attempt &&attempt, CallDeadline &dl,
+                    const void *site) {
+    for (;;) {
+        uint32_t seq = s->seq.load(std::memory_order_acquire);
+        if (s->user_nonblock || (s->ready.load(std::memory_order_relaxed) & FdState::dir_bit(ev))) {
+            vp->stats.io_syscalls.add();
+            ssize_t r = attempt();
+            if (r >= 0) {
+                if (r > 0 && static_cast<size_t>(r) < want && s->drains_on_short()) mark_unready(vp, s, ev, seq);
+                return r;
+            }
+            if (r != -EAGAIN && r != -EWOULDBLOCK) return r;
+            if (s->user_nonblock) return r;
+        }
+        if (int e = wait_fd(vp, s, fd, ev, seq, dl, site)) return -e;
+    }
+}
+
+// The system call's result as >= 0 or -errno.
+inline ssize_t sys(ssize_t r) { return r >= 0 ? r : -errno; }
+
+// Advance an iovec array past n bytes (the array is the caller's copy).
+inline void iov_advance(iovec *&iov, int &cnt, size_t n) {
+    while (cnt > 0 && n >= iov->iov_len) {
+        n -= iov->iov_len;
+        ++iov;
+        --cnt;
+    }
+    if (cnt > 0 && n) {
+        iov->iov_base = static_cast<char *>(iov->iov_base) + n;
+        iov->iov_len -= n;
+    }
+}
+
+inline size_t iov_total(const iovec *iov, int cnt) {
+    size_t n = 0;
+    for (int i = 0; i < cnt; ++i) n += iov[i].iov_len;
+    return n;
+}
+
+// Set O_NONBLOCK on a descriptor for a call that has no per-call flag
+// (accept, connect, sendfile). Remembered: the program still sees its own
+// mode through weft_fcntl.
+void ensure_nonblock(Vproc *vp, FdState *s, int fd);
+
+// Disk I/O on a regular file (file.cc). off = -1: the file position.
+ssize_t file_rw(Vproc *vp, FdState *s, int fd, bool write, const iovec *iov, int cnt, off_t off, const void *site);
+
+} // namespace weft::detail
