@@ -109,7 +109,8 @@ inline int park(Vproc *vp, int reason, const void *site, uint64_t deadline) {
         self->timer.fire = park_timeout;
         vp->timers.arm(&self->timer, deadline);
     }
-    vp->schedule();
+    self = vp->schedule();
+    vp = self->vp; // not kept across the switch (it clobbers every register)
     // Running again on the home vproc; the waker is done with us. The timer
     // goes first: once it is cancelled nobody else can look at this park.
     if (self->timer.armed()) vp->timers.cancel(&self->timer);

@@ -45,7 +45,7 @@ inline constexpr size_t kThreadNameMax = 32;
 // not pay for storing them. A Tcb built any other way must be value-
 // initialised (`Tcb t{}`), as Vproc::loop is.
 struct Tcb {
-    Context ctx;                 // saved stack pointer; first member (asm takes &ctx)
+    Context ctx;                 // saved registers while switched out (arch/context.hpp)
     Vproc *vp = nullptr;         // home vproc: where it runs, where wake-ups go
     Tcb *next;                   // run-queue, inbox or WakeList link (set when linked)
     Tcb *wq_prev;                // wait-queue links (set by WaitQueue::push_back,

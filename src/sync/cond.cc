@@ -24,6 +24,7 @@ namespace {
     m->depth = 0;
     if (!mutex_unlock_fast(pm, vp)) mutex_unlock(pm);
     int r = park(vp, WEFT_PARK_COND, site, deadline);
+    vp = tls_vproc; // reloaded, not kept live across the switch
     if (deadline) {
         c->timed.leave(vp->smp); // last touch of c
     }
