@@ -17,13 +17,13 @@ namespace {
     if (deadline && deadline <= now_ns()) return ETIMEDOUT; // m is still held, as required
     CondImpl *c = impl(pc);
     c->lock.lock(vp->smp);
-    enqueue_self(vp, c->q, c->lock); // queued before m is released: no lost signal
+    enqueue_self(vp, c->q); // queued before m is released: no lost signal
     if (deadline) c->timed.enter(vp->smp);
     c->lock.unlock(vp->smp);
     uint32_t depth = m->depth; // a recursive mutex is released entirely, then restored
     m->depth = 0;
     if (!mutex_unlock_fast(pm, vp)) mutex_unlock(pm);
-    int r = park(vp, WEFT_PARK_COND, site, deadline);
+    int r = park(vp, WEFT_PARK_COND, site, deadline, &c->lock);
     vp = tls_vproc; // reloaded, not kept live across the switch
     if (deadline) {
         c->timed.leave(vp->smp); // last touch of c
