@@ -97,7 +97,9 @@ inline void wake(Tcb *t, int result, bool smp) {
 }
 
 // Switch away until woken. The caller has set state = Parked where the one
-// waker can find it. deadline: absolute ns, 0 = none. queue_lock: the lock
+// waker can find it. vp: the caller's vproc, reloaded after the switch (from
+// the resumed TCB) so the caller keeps nothing live across it, where every
+// register is clobbered. deadline: absolute ns, 0 = none. queue_lock: the lock
 // of the wait queue the caller put itself on (enqueue_self), nullptr if none;
 // only a timed park needs it. Returns wake_result.
 //
@@ -105,7 +107,7 @@ inline void wake(Tcb *t, int result, bool smp) {
 // timer and timeout steps then compile away. They are not needed: the timer
 // is armed only by a park with a deadline and is disarmed (fired or
 // cancelled) before that park returns, so an untimed park finds it idle.
-[[gnu::always_inline]] inline int park(Vproc *vp, int reason, const void *site, uint64_t deadline,
+[[gnu::always_inline]] inline int park(Vproc *&vp, int reason, const void *site, uint64_t deadline,
                                        Spin *queue_lock = nullptr) {
     Tcb *self = vp->current;
     self->park_reason = static_cast<uint8_t>(reason);
