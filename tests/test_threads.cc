@@ -5,6 +5,8 @@
 #include <sched.h>
 
 #include <cerrno>
+#include <cfenv>
+#include <xmmintrin.h>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -642,6 +644,108 @@ TEST_P(ThreadTest, NewThreadStartsWithErrnoZero) {
         join(t);
     }));
     EXPECT_EQ(0, seen);
+}
+
+// ---------------------------------------------------------------- floating-point state
+
+// Rounding modes are control words: each thread keeps its own across every
+// kind of switch, whatever the others set meanwhile (SSE and x87 both).
+TEST_P(ThreadTest, RoundingModeIsKeptPerThreadAcrossSwitches) {
+    const int modes[] = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+    std::atomic<int> mismatches{0};
+    ASSERT_EQ(0, run([&] {
+        weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
+        std::vector<weft_thread_t> ts(8);
+        for (int i = 0; i < 8; ++i)
+            ASSERT_EQ(0, spawn_on(&ts[i], home(i), [&, i] {
+                const int mine = modes[i % 4];
+                std::fesetround(mine);
+                for (int r = 0; r < 100; ++r) {
+                    weft_yield();
+                    weft_mutex_lock(&m);
+                    weft_yield();
+                    weft_mutex_unlock(&m);
+                    volatile double third = 1.0, three = 3.0; // SSE
+                    volatile long double lthird = 1.0L, lthree = 3.0L; // x87
+                    double q = third / three;
+                    long double lq = lthird / lthree;
+                    if (std::fegetround() != mine) ++mismatches;
+                    // the division itself rounds our way, on both units
+                    std::fesetround(FE_TONEAREST);
+                    double nearest = third / three;
+                    long double lnearest = lthird / lthree;
+                    std::fesetround(mine);
+                    bool up = mine == FE_UPWARD, down = mine == FE_DOWNWARD || mine == FE_TOWARDZERO;
+                    if ((up && !(q >= nearest && lq >= lnearest)) || (down && !(q <= nearest && lq <= lnearest)))
+                        ++mismatches;
+                }
+                return nullptr;
+            }));
+        for (auto &t : ts) join(t);
+        if (std::fegetround() != FE_TONEAREST) ++mismatches;
+    }));
+    EXPECT_EQ(0, mismatches.load());
+}
+
+// SSE exception flags (MXCSR; weft switches them, not the x87 status word).
+bool sse_inexact() { return (_mm_getcsr() & _MM_EXCEPT_INEXACT) != 0; }
+
+// Exception flags are sticky status: a thread sees the flags it raised, and
+// not the ones another thread raised while it was switched out.
+TEST_P(ThreadTest, ExceptionFlagsAreKeptPerThreadAcrossSwitches) {
+    std::atomic<int> mismatches{0};
+    ASSERT_EQ(0, run([&] {
+        std::feclearexcept(FE_ALL_EXCEPT);
+        std::vector<weft_thread_t> ts(6);
+        for (int i = 0; i < 6; ++i)
+            ASSERT_EQ(0, spawn_on(&ts[i], home(i), [&, i] {
+                std::feclearexcept(FE_ALL_EXCEPT);
+                const bool raiser = i % 2 == 0;
+                for (int r = 0; r < 100; ++r) {
+                    if (raiser) {
+                        volatile double one = 1.0, three = 3.0;
+                        volatile double q = one / three; // inexact (kept: volatile)
+                        (void)q;
+                    }
+                    weft_yield();
+                    if (sse_inexact() != raiser) ++mismatches;
+                }
+                return nullptr;
+            }));
+        for (auto &t : ts) join(t);
+    }));
+    EXPECT_EQ(0, mismatches.load());
+}
+
+// A new thread starts rounding to nearest whatever its creator set (control
+// words are not inherited) and with its creator's exception flags (status
+// is, as with POSIX threads: see arch/x86_64/switch_sysv.hpp).
+TEST_P(ThreadTest, NewThreadStartsRoundingToNearestWithItsCreatorsFlags) {
+    int round_clean = -1, round_flagged = -1;
+    bool inexact_clean = true, inexact_flagged = false;
+    ASSERT_EQ(0, run([&] {
+        std::fesetround(FE_UPWARD);
+        std::feclearexcept(FE_ALL_EXCEPT);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn_on(&t, other(), [&] {
+            round_clean = std::fegetround();
+            inexact_clean = sse_inexact();
+            return nullptr;
+        }));
+        join(t);
+        _mm_setcsr(_mm_getcsr() | _MM_EXCEPT_INEXACT);
+        ASSERT_EQ(0, spawn(&t, [&] {
+            round_flagged = std::fegetround();
+            inexact_flagged = sse_inexact();
+            return nullptr;
+        }));
+        join(t);
+        std::fesetround(FE_TONEAREST);
+    }));
+    EXPECT_EQ(FE_TONEAREST, round_clean);
+    EXPECT_EQ(FE_TONEAREST, round_flagged);
+    EXPECT_FALSE(inexact_clean);
+    EXPECT_TRUE(inexact_flagged);
 }
 
 class ThreadDeathTest : public OnVprocs {};

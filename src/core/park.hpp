@@ -29,9 +29,9 @@
 //
 // Protocol for a wait on a queue (lock = the owning object's Spin):
 //     lock(); ... decide to wait ...
-//     enqueue_self(vp, q, lock);   // queued, state Parked
+//     enqueue_self(vp, q);         // queued, state Parked
 //     unlock();                    // a waker may now claim it
-//     int r = park(vp, reason, site, deadline);   // 0 or ETIMEDOUT, or what the waker said
+//     int r = park(vp, reason, site, deadline, &lock); // 0 or ETIMEDOUT, or what the waker said
 // and for a wake-up:
 //     lock(); Tcb *t = take_first(q, smp); ... update state ...; unlock();
 //     if (t) make_ready(t, 0);
@@ -47,10 +47,9 @@
 
 namespace weft::detail {
 
-inline void enqueue_self(Vproc *vp, WaitQueue &q, Spin &lock) {
+inline void enqueue_self(Vproc *vp, WaitQueue &q) {
     Tcb *self = vp->current;
     q.push_back(self);
-    self->wait_lock = &lock;
     self->state = ThreadState::Parked;
 }
 
@@ -97,9 +96,12 @@ inline void wake(Tcb *t, int result, bool smp) {
     if (claim(t, smp)) make_ready(t, result);
 }
 
-// Switch away until woken. The caller has set state = Parked where the one
-// waker can find it. deadline: absolute ns, 0 = none. Returns wake_result.
-inline int park(Vproc *vp, int reason, const void *site, uint64_t deadline) {
+// park_held: park() without its last step. It returns with the claim still
+// held, so no waker can claim the thread again until the caller calls
+// park_release(). A wait that is not on a WaitQueue (I/O waiter lists) uses
+// it: after a timeout it leaves its own lists under their locks first, then
+// releases the claim — the same rule park() applies to a queue.
+[[gnu::always_inline]] inline int park_held(Vproc *&vp, int reason, const void *site, uint64_t deadline) {
     Tcb *self = vp->current;
     self->park_reason = static_cast<uint8_t>(reason);
     self->park_site = site;
@@ -109,23 +111,43 @@ inline int park(Vproc *vp, int reason, const void *site, uint64_t deadline) {
         self->timer.fire = park_timeout;
         vp->timers.arm(&self->timer, deadline);
     }
-    vp->schedule();
+    self = vp->schedule();
+    vp = self->vp; // not kept across the switch (it clobbers every register)
     // Running again on the home vproc; the waker is done with us. The timer
     // goes first: once it is cancelled nobody else can look at this park.
-    if (self->timer.armed()) vp->timers.cancel(&self->timer);
+    if (deadline && self->timer.armed()) vp->timers.cancel(&self->timer);
+    return self->wake_result;
+}
+
+inline void park_release(Tcb *self) { self->claimed.store(0, std::memory_order_relaxed); }
+
+// Switch away until woken. The caller has set state = Parked where the one
+// waker can find it. vp: the caller's vproc, reloaded after the switch (from
+// the resumed TCB) so the caller keeps nothing live across it, where every
+// register is clobbered. deadline: absolute ns, 0 = none. queue_lock: the lock
+// of the wait queue the caller put itself on (enqueue_self), nullptr if none;
+// only a timed park needs it. Returns wake_result.
+//
+// Always inlined, and callers pass a constant 0 for an untimed wait: the
+// timer and timeout steps then compile away. They are not needed: the timer
+// is armed only by a park with a deadline and is disarmed (fired or
+// cancelled) before that park returns, so an untimed park finds it idle.
+[[gnu::always_inline]] inline int park(Vproc *&vp, int reason, const void *site, uint64_t deadline,
+                                       Spin *queue_lock = nullptr) {
+    park_held(vp, reason, site, deadline);
+    Tcb *self = vp->current;
     // Woken by our timer from a queue: take the queue's lock before the
     // claim is reset. Under it we leave the queue if still on it, and any
     // waker that popped us (it claims under that lock, and lost) is done
     // with us — else it could claim us again once the claim is reset and
     // wake a thread that is not parked. The object is alive: a timed waiter
     // is counted in it (TimedWaiters).
-    if (__builtin_expect(self->wait_lock != nullptr && self->wake_result == ETIMEDOUT, 0)) {
-        self->wait_lock->lock(vp->smp);
+    if (__builtin_expect(deadline && queue_lock && self->wake_result == ETIMEDOUT, 0)) {
+        queue_lock->lock(vp->smp);
         if (self->waiting_on) self->waiting_on->remove(self);
-        self->wait_lock->unlock(vp->smp);
+        queue_lock->unlock(vp->smp);
     }
-    self->wait_lock = nullptr;
-    self->claimed.store(0, std::memory_order_relaxed);
+    park_release(self);
     return self->wake_result;
 }
 

@@ -45,13 +45,12 @@ inline constexpr size_t kThreadNameMax = 32;
 // not pay for storing them. A Tcb built any other way must be value-
 // initialised (`Tcb t{}`), as Vproc::loop is.
 struct Tcb {
-    Context ctx;                 // saved stack pointer; first member (asm takes &ctx)
+    Context ctx;                 // saved registers while switched out (arch/context.hpp)
     Vproc *vp = nullptr;         // home vproc: where it runs, where wake-ups go
     Tcb *next;                   // run-queue, inbox or WakeList link (set when linked)
     Tcb *wq_prev;                // wait-queue links (set by WaitQueue::push_back,
     Tcb *wq_next;                //   guarded by the queue's lock)
     WaitQueue *waiting_on = nullptr; // queue it is parked on; cleared (release) by whoever removes it
-    Spin *wait_lock = nullptr;   // that queue's lock; stable for the whole park
     uintptr_t wait_data;         // what the queue's owner needs (e.g. reader/writer)
     uint64_t id;                 // unique in the process, never reused
     uint32_t magic;              // kTcbMagic while the handle is valid
@@ -61,6 +60,7 @@ struct Tcb {
     bool detached = false;       // join_lock
     bool exited = false;         // join_lock: off its stack for good
     bool joined = false;         // join_lock: a joiner has claimed it
+    bool eh_saved = false;       // saved_eh is non-zero (one byte for the switch to test)
     int saved_errno;             // errno of this thread while switched out (set at switch-out)
     uint64_t saved_eh[2] = {0, 0}; // its C++ exception state while switched out (see vproc.hpp)
     int wake_result;             // set by the waker: 0, ETIMEDOUT, ...

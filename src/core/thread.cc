@@ -27,7 +27,12 @@ bool lock_joinable(Vproc *vp, Tcb *t, weft_thread_t h) {
     return false;
 }
 
-[[noreturn]] void finish_thread(Vproc *vp, Tcb *self, void *ret) {
+// Never returns — a dead thread is never resumed — but is deliberately not
+// declared (nor left provably) [[noreturn]]: thread_start then reaches it by
+// a tail jump, not by a call that is never returned from, whose entry the
+// return-stack predictor would carry into the joiner's own returns. Were a
+// dead thread ever resumed, it would return to the trampoline's ud2.
+[[gnu::noinline]] void finish_thread(Vproc *vp, Tcb *self, void *ret) {
     vp->check_stack(self); // before anything runs on a stack that may be gone
     vp->check_slot_below(self);
     if (self->tsd) { // most threads never set a key
@@ -57,10 +62,9 @@ bool lock_joinable(Vproc *vp, Tcb *t, weft_thread_t h) {
     else vp->dead = self;
     Tcb *next = vp->pick_next();
     vp->switch_to(self, next ? next : &vp->loop);
-    __builtin_unreachable();
 }
 
-// First frame of every thread, entered through weft_ctx_trampoline.
+// First frame of every thread, jumped to by weft_ctx_trampoline.
 void thread_start(void *p) {
     auto *self = static_cast<Tcb *>(p);
     FiberSwitch first; // no fake stack to restore on a fresh stack
@@ -74,7 +78,7 @@ void thread_start(void *p) {
     } catch (...) {
         fatal_thread(self, "uncaught C++ exception");
     }
-    finish_thread(vp, self, ret);
+    finish_thread(vp, self, ret); // a tail jump
 }
 
 // An unnamed thread keeps name[0] == 0 and is shown as "thread-<id>":
@@ -234,6 +238,7 @@ void weft_thread_exit(void *ret) {
     Vproc *vp = tls_vproc;
     if (!vp) fatal("weft_thread_exit called outside weft_main");
     finish_thread(vp, vp->current, ret);
+    __builtin_unreachable();
 }
 
 int weft_yield(void) {

@@ -7,7 +7,7 @@
 //
 // The model, and its invariants:
 //  - Cooperative. A thread runs until it parks, yields or exits. Switching
-//    goes straight from thread to thread (one weft_ctx_switch); the loop's own
+//    goes straight from thread to thread (one context_switch); the loop's own
 //    context (Vproc::loop, on the kernel thread's stack) only runs when
 //    nothing is ready, to sleep until a timer or a wake-up.
 //  - Polls are bounded. Every kPollInterval dispatches the scheduler drains
@@ -154,16 +154,20 @@ struct Vproc {
     }
     // Switch away from the current thread, which the caller has already put
     // where it belongs (run queue, a wait queue, or nowhere when dead).
-    void schedule() {
+    // Returns the current thread once it runs again (see switch_to).
+    [[gnu::always_inline]] Tcb *schedule() {
         Tcb *cur = current;
         Tcb *next = pick_next();
         if (next == cur) { // woken before it managed to switch out
             cur->state = ThreadState::Running;
-            return;
+            return cur;
         }
-        switch_to(cur, next ? next : &loop);
+        return switch_to(cur, next ? next : &loop);
     }
-    inline void switch_to(Tcb *cur, Tcb *next);
+    // Always inline: the switch must not sit inside a call (arch/context.hpp).
+    // Returns `cur` once it is resumed, so callers need not keep it (nor the
+    // vproc: cur->vp) live across the switch, which clobbers every register.
+    [[gnu::always_inline]] inline Tcb *switch_to(Tcb *cur, Tcb *next);
     void enqueue_local(Tcb *t) {
         if (fifo) static_cast<FifoQueue *>(pol_state)->push(t);
         else pol->enqueue(pol_state, t);
@@ -195,6 +199,17 @@ struct Vproc {
 
 private:
     [[noreturn]] void overwritten(Tcb *t);
+    // An exception is in flight on either side of a switch: swap the C++
+    // runtime's exception globals (rare: out of line).
+    [[gnu::noinline, gnu::cold]] void switch_eh(Tcb *cur, Tcb *next) {
+        cur->saved_eh[0] = eh_globals[0];
+        cur->saved_eh[1] = eh_globals[1];
+        cur->eh_saved = (cur->saved_eh[0] | cur->saved_eh[1]) != 0;
+        eh_globals[0] = next->saved_eh[0];
+        eh_globals[1] = next->saved_eh[1];
+        next->saved_eh[0] = next->saved_eh[1] = 0;
+        next->eh_saved = false;
+    }
     [[noreturn]] void report_deadlock();
     void idle_wait();
     bool spin_for_work(uint64_t deadline);
@@ -218,7 +233,7 @@ inline void Vproc::check_stack(Tcb *t) {
         stack_overflow(t);
 }
 
-inline void Vproc::switch_to(Tcb *cur, Tcb *next) {
+inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
     check_stack(cur);
     // A frame larger than the red page can skip it and land on the TCB of
     // the thread whose stack lies below: catch that before running it.
@@ -228,28 +243,22 @@ inline void Vproc::switch_to(Tcb *cur, Tcb *next) {
     // The C++ runtime keeps the exceptions being handled (for `throw;` and
     // std::current_exception) and the uncaught count per kernel thread; they
     // belong to the weft thread. Itanium ABI: {caughtExceptions, uncaughtExceptions}.
-    // Invariant: a running thread's saved_eh is zero, so when neither side has
-    // an exception in flight (almost always) there is nothing to store.
-    {
-        uint64_t c0 = eh_globals[0], c1 = eh_globals[1];
-        uint64_t n0 = next->saved_eh[0], n1 = next->saved_eh[1];
-        if (__builtin_expect((c0 | c1 | n0 | n1) != 0, 0)) {
-            cur->saved_eh[0] = c0;
-            cur->saved_eh[1] = c1;
-            eh_globals[0] = n0;
-            eh_globals[1] = n1;
-            next->saved_eh[0] = next->saved_eh[1] = 0;
-        }
-    }
+    // Invariant: a running thread's saved_eh is zero (eh_saved false), so when
+    // neither side has an exception in flight (almost always) there is nothing
+    // to store, and the test is two loads of ours and one byte of next's.
+    if (__builtin_expect((eh_globals[0] | eh_globals[1]) != 0 || next->eh_saved, 0)) switch_eh(cur, next);
     current = next;
     next->state = ThreadState::Running;
     FiberSwitch fiber;
     fiber.start(next->stack.lo, next->stack.size, cur->state == ThreadState::Dead);
-    weft_ctx_switch(&cur->ctx, &next->ctx);
+    static_assert(offsetof(Tcb, ctx) == 0, "the switch hands back &ctx as the Tcb");
+    Tcb *self = reinterpret_cast<Tcb *>(context_switch(&cur->ctx, &next->ctx));
     fiber.finish();
-    // Back on cur. Without migration this is still `this`' kernel thread.
-    if (dead) reap_dead();
-    *errno_loc = cur->saved_errno;
+    // Back on self (== cur), on its home vproc (== this, without migration).
+    Vproc *vp = self->vp;
+    if (vp->dead) vp->reap_dead();
+    *vp->errno_loc = self->saved_errno;
+    return self;
 }
 
 // Make a parked thread ready: on its home vproc's run queue when we are

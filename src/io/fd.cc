@@ -226,12 +226,15 @@ int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDe
     uint64_t deadline = dl.get(self);
     ++vp->io_waiters;
     vp->stats.io_parks.add();
-    int r = park(vp, WEFT_PARK_IO, site, deadline);
+    int r = park_held(vp, WEFT_PARK_IO, site, deadline);
     --vp->io_waiters;
-    if (w.linked) { // the timer woke us, or close did (which unlinks): leave the list
+    // Woken by our timer: leave the list under its lock before the claim is
+    // released, so a waker that found us there is done with us (park.hpp).
+    if (r == ETIMEDOUT) {
         SpinGuard g(s->lock, vp->smp);
         if (w.linked) unlink(s, &w);
     }
+    park_release(vp->current);
     return r;
 }
 
@@ -247,13 +250,16 @@ int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, size_t n, ui
     }
     ++vp->io_waiters;
     vp->stats.io_parks.add();
-    int r = park(vp, WEFT_PARK_IO, site, deadline);
+    int r = park_held(vp, WEFT_PARK_IO, site, deadline);
     --vp->io_waiters;
+    // Leave every list under its lock before the claim is released: a
+    // waker on any of them may still be about to claim us (park.hpp).
     for (size_t i = 0; i < n; ++i) {
-        if (!ss[i] || !ws[i].linked) continue;
+        if (!ss[i]) continue;
         SpinGuard g(ss[i]->lock, vp->smp);
         if (ws[i].linked) unlink(ss[i], &ws[i]);
     }
+    park_release(vp->current);
     return r == EBADF ? 0 : r;
 }
 

@@ -36,9 +36,9 @@ int weft_barrier_wait(weft_barrier_t *pb) {
         b->lock.unlock(smp);
         return EPERM;
     }
-    enqueue_self(vp, b->q, b->lock);
+    enqueue_self(vp, b->q);
     b->lock.unlock(smp);
-    return park(vp, WEFT_PARK_BARRIER, WEFT_SITE(), 0);
+    return park(vp, WEFT_PARK_BARRIER, WEFT_SITE(), 0, &b->lock);
 }
 
 int weft_barrier_destroy(weft_barrier_t *pb) {

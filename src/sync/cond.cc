@@ -10,26 +10,34 @@ namespace {
                                             const void *site) {
     if (!pc || !pm) return EINVAL;
     Vproc *vp = tls_vproc;
+    if (!vp) return EPERM; // outside weft_main nobody holds m in a way we could wait with
     MutexImpl *m = impl(pm);
-    uintptr_t me = owner_tag(vp);
-    if ((m->owner.load(std::memory_order_relaxed) & ~MutexImpl::kWaiters) != me) return EPERM;
-    if (!vp) return EPERM;
+    const uintptr_t owner = m->owner.load(std::memory_order_relaxed);
+    if ((owner & ~MutexImpl::kWaiters) != reinterpret_cast<uintptr_t>(vp->current)) return EPERM;
     if (deadline && deadline <= now_ns()) return ETIMEDOUT; // m is still held, as required
+    const bool smp = vp->smp;
     CondImpl *c = impl(pc);
-    c->lock.lock(vp->smp);
-    enqueue_self(vp, c->q, c->lock); // queued before m is released: no lost signal
-    if (deadline) c->timed.enter(vp->smp);
-    c->lock.unlock(vp->smp);
-    uint32_t depth = m->depth; // a recursive mutex is released entirely, then restored
-    m->depth = 0;
-    if (!mutex_unlock_fast(pm, vp)) mutex_unlock(pm);
-    int r = park(vp, WEFT_PARK_COND, site, deadline);
+    c->lock.lock(smp);
+    enqueue_self(vp, c->q); // queued before m is released: no lost signal
+    if (deadline) c->timed.enter(smp);
+    c->lock.unlock(smp);
+    // Release m entirely (a recursive one is restored below). One vproc, no
+    // waiter, not nested: a store (owner was read above and nothing else has
+    // run since), as mutex_unlock_fast would after checking it all again.
+    uint32_t depth = m->depth;
+    if (!smp && !(owner & MutexImpl::kWaiters) && !depth) {
+        m->owner.store(0, std::memory_order_relaxed);
+    } else {
+        m->depth = 0;
+        mutex_unlock(pm);
+    }
+    int r = park(vp, WEFT_PARK_COND, site, deadline, &c->lock);
     if (deadline) {
         c->timed.leave(vp->smp); // last touch of c
     }
-    if (!mutex_lock_fast(pm, vp))
+    if (!mutex_take_fast(m, vp))
         if (int lr = mutex_lock_until(pm, 0, site)) return lr;
-    m->depth = depth;
+    if (depth) m->depth = depth;
     return r;
 }
 

@@ -63,11 +63,11 @@ int lock_slow(MutexImpl *m, Vproc *vp, uintptr_t me, uint64_t deadline, const vo
                     : (m->owner.store(cur | MutexImpl::kWaiters, std::memory_order_relaxed), false))
                 continue;
         }
-        enqueue_self(vp, m->q, m->lock);
+        enqueue_self(vp, m->q);
         if (deadline) m->timed.enter(smp);
         m->lock.unlock(smp);
         // 0: the unlocker made us the owner. ETIMEDOUT: our timer woke us first.
-        int r = park(vp, WEFT_PARK_MUTEX, site, deadline);
+        int r = park(vp, WEFT_PARK_MUTEX, site, deadline, &m->lock);
         if (deadline) {
             m->timed.leave(smp); // last touch of m
         }

@@ -50,9 +50,9 @@ int acquire(weft_rwlock_t *pl, bool write, bool try_only, const void *site) {
         return try_only ? EBUSY : EPERM;
     }
     self->wait_data = write ? RwlockImpl::kWrite : RwlockImpl::kRead;
-    enqueue_self(vp, l->q, l->lock);
+    enqueue_self(vp, l->q);
     l->lock.unlock(smp);
-    return park(vp, WEFT_PARK_RWLOCK, site, 0); // woken holding the lock
+    return park(vp, WEFT_PARK_RWLOCK, site, 0, &l->lock); // woken holding the lock
 }
 
 } // namespace

@@ -23,10 +23,10 @@ int sem_wait_until(weft_sem_t *ps, uint64_t deadline, bool try_only, const void 
         s->lock.unlock(smp);
         return try_only ? EAGAIN : (deadline && deadline <= now_ns()) ? ETIMEDOUT : EPERM;
     }
-    enqueue_self(vp, s->q, s->lock);
+    enqueue_self(vp, s->q);
     if (deadline) s->timed.enter(smp);
     s->lock.unlock(smp);
-    int r = park(vp, WEFT_PARK_SEM, site, deadline);
+    int r = park(vp, WEFT_PARK_SEM, site, deadline, &s->lock);
     if (deadline) {
         s->timed.leave(smp); // last touch of s
     }

@@ -105,14 +105,13 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "initializers assume li
 int mutex_lock_until(weft_mutex_t *m, uint64_t deadline, const void *site);
 int mutex_unlock(weft_mutex_t *m);
 
-// One vproc, mutex free: take it with a load and a store.
-inline bool mutex_lock_fast(weft_mutex_t *pm, Vproc *vp) {
-    if (!pm || !vp || vp->smp) return false;
-    MutexImpl *m = impl(pm);
-    if (m->kind > WEFT_MUTEX_RECURSIVE || m->owner.load(std::memory_order_relaxed) != 0) return false;
+// One vproc, mutex free: take it with a load and a store. vp != nullptr.
+inline bool mutex_take_fast(MutexImpl *m, Vproc *vp) {
+    if (vp->smp || m->kind > WEFT_MUTEX_RECURSIVE || m->owner.load(std::memory_order_relaxed) != 0) return false;
     m->owner.store(reinterpret_cast<uintptr_t>(vp->current), std::memory_order_relaxed);
     return true;
 }
+inline bool mutex_lock_fast(weft_mutex_t *pm, Vproc *vp) { return pm && vp && mutex_take_fast(impl(pm), vp); }
 
 // One vproc, owned by us, nobody waiting, not nested: release with a store.
 inline bool mutex_unlock_fast(weft_mutex_t *pm, Vproc *vp) {
