@@ -42,8 +42,20 @@ FdTable::FdTable() : limit_(table_limit()) {
     for (unsigned i = 0; i < n; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
 }
 
+// Descriptors weft made O_NONBLOCK (accept, connect, sendfile, ttys) get
+// their blocking mode back when the runtime ends: weft.h promises the
+// program's mode, and a child process or a plain library may use them next.
 FdTable::~FdTable() {
     unsigned n = (limit_ + kChunk - 1) >> kChunkBits;
+    for (unsigned i = 0; i < n; ++i) {
+        FdState *c = chunks_[i].load(std::memory_order_relaxed);
+        for (unsigned j = 0; c && j < kChunk; ++j) {
+            if (!c[j].weft_nonblock || c[j].kind == FdKind::Unknown) continue;
+            int fd = static_cast<int>((i << kChunkBits) + j);
+            int fl = fcntl(fd, F_GETFL);
+            if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        }
+    }
     for (unsigned i = 0; i < n; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
     delete[] chunks_;
 }
@@ -164,6 +176,8 @@ uint8_t ready_bits(uint32_t revents) {
     uint8_t b = 0;
     if (revents & (POLLIN | POLLRDHUP | POLLERR | POLLHUP | POLLNVAL)) b |= FdState::kReadable;
     if (revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) b |= FdState::kWritable;
+    if (revents & (POLLRDHUP | POLLERR | POLLHUP | POLLNVAL)) b |= FdState::kReadEnded;
+    if (revents & (POLLERR | POLLHUP | POLLNVAL)) b |= FdState::kWriteEnded;
     return b;
 }
 
@@ -208,8 +222,7 @@ uint32_t io_ready(FdState *s, uint32_t revents) {
 
 void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq) {
     SpinGuard g(s->lock, vp->smp);
-    if (s->seq.load(std::memory_order_relaxed) == seq)
-        s->ready.fetch_and(static_cast<uint8_t>(~FdState::dir_bit(events)), std::memory_order_relaxed);
+    if (s->seq.load(std::memory_order_relaxed) == seq) s->clear_ready(events);
 }
 
 int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site) {
@@ -218,7 +231,7 @@ int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDe
     {
         SpinGuard g(s->lock, vp->smp);
         if (s->seq.load(std::memory_order_relaxed) != seq) return 0; // an event came: try again
-        s->ready.fetch_and(static_cast<uint8_t>(~FdState::dir_bit(events)), std::memory_order_relaxed);
+        s->clear_ready(events);
         if (int e = arm_locked(vp, s, fd, events)) return e;
         link(s, &w);
         self->state = ThreadState::Parked;

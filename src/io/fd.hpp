@@ -70,9 +70,20 @@ struct FdState {
     IoWaiter *head = nullptr, *tail = nullptr;
     uint32_t backend_slot = 0;       // the poll backend's index + 1 (0: none)
     uint32_t backend_events = 0;     // interest the poll backend holds
+    uint8_t backend_gen = 0;         // the io_uring backend's poll generation (tags its completions)
+    int backend_fd = -1;             // the descriptor, for a backend re-arming from a completion
 
-    static constexpr uint8_t kReadable = 1, kWritable = 2;
+    // ready bits. kReadable/kWritable: an attempt may succeed. The "ended"
+    // bits record an event that no read or write consumes — the peer's FIN
+    // or hang-up (reads end), an error or hang-up (writes end): the edge for
+    // it has come and gone, so that direction is never marked drained again.
+    static constexpr uint8_t kReadable = 1, kWritable = 2, kReadEnded = 4, kWriteEnded = 8;
     static uint8_t dir_bit(uint32_t events) { return events & POLLIN ? kReadable : kWritable; }
+    // Forget readiness for `events` after a drained read/write (under lock).
+    void clear_ready(uint32_t events) {
+        uint8_t bit = dir_bit(events), r = ready.load(std::memory_order_relaxed);
+        if (!(r & (bit << 2))) ready.store(static_cast<uint8_t>(r & ~bit), std::memory_order_relaxed);
+    }
     bool drains_on_short() const { return kind == FdKind::Stream || kind == FdKind::Pipe; }
     uint32_t wanted() const; // union of the waiters' events (under the lock)
 };
@@ -92,7 +103,6 @@ public:
         return c ? &c[static_cast<unsigned>(fd) & (kChunk - 1)] : nullptr;
     }
     int fd_of(const FdState *s) const; // reverse lookup, for backends that need it
-
 private:
     static constexpr unsigned kChunkBits = 10, kChunk = 1u << kChunkBits;
     FdState *make_chunk(unsigned i);

@@ -93,10 +93,7 @@ int weft_open(const char *path, int flags, ...) {
         if (fd >= 0) return static_cast<int>(fd);
         if (errno != EAGAIN && errno != ENOSYS && errno != EINVAL) return -1;
     }
-    int fd = -1;
-    auto call = [&] { fd = open(path, flags, mode); };
-    offload_call(vp, call, WEFT_SITE());
-    return fd;
+    return offload_syscall(vp, WEFT_SITE(), [&] { return open(path, flags, mode); });
 }
 
 ssize_t weft_pread(int fd, void *buf, size_t count, off_t offset) {
@@ -126,10 +123,7 @@ int weft_fsync(int fd) {
         CallDeadline dl;
         return static_cast<int>(posix_result(run_op(vp, &op, dl, WEFT_SITE())));
     }
-    int r = 0;
-    auto call = [&] { r = fsync(fd); };
-    offload_call(vp, call, WEFT_SITE());
-    return r;
+    return offload_syscall(vp, WEFT_SITE(), [&] { return fsync(fd); });
 }
 
 int weft_fstat(int fd, struct stat *st) {
@@ -140,15 +134,7 @@ int weft_fstat(int fd, struct stat *st) {
 void *weft_offload(void *(*fn)(void *), void *arg) {
     Vproc *vp = tls_vproc;
     if (!vp || !fn) return fn ? fn(arg) : nullptr;
-    void *result = nullptr;
-    int err = 0;
-    auto call = [&] {
-        result = fn(arg);
-        err = errno;
-    };
-    offload_call(vp, call, WEFT_SITE());
-    errno = err;
-    return result;
+    return offload_syscall(vp, WEFT_SITE(), [&] { return fn(arg); });
 }
 
 int weft_set_io_timeout_ns(uint64_t timeout_ns) {

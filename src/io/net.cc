@@ -66,9 +66,10 @@ bool demote_to_pollable(Vproc *vp, FdState *s, int fd, ssize_t r) {
 ssize_t do_readv(Vproc *vp, int fd, iovec *iov, int cnt, const void *site) {
     FdState *s = fd_state(vp, fd);
     if (!s || s->kind == FdKind::Unknown) return sys(readv(fd, iov, cnt)); // EBADF, or out of range
+    size_t want = iov_total(iov, cnt);
+    if (want == 0) return 0; // read(2) of nothing returns 0 at once, even on an empty socket
     if (s->kind == FdKind::File) return file_rw(vp, s, fd, false, iov, cnt, -1, site);
     CallDeadline dl;
-    size_t want = iov_total(iov, cnt);
     for (;;) {
         ssize_t r = retry_on_fd(vp, s, fd, POLLIN, want, [&] { return try_readv(s, fd, iov, cnt); }, dl, site);
         if (!demote_to_pollable(vp, s, fd, r)) return r;

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <vector>
 
@@ -62,6 +63,21 @@ void offload_call(Vproc *vp, F &fn, const void *site) {
     job.f = &fn;
     job.run = [](OffloadJob *j) { (*static_cast<Job *>(j)->f)(); };
     if (!offload_pool(vp).run(vp, &job, site)) fn();
+}
+
+// A system call on a worker, in the POSIX convention: its return value, and
+// the worker's errno carried back to the calling thread.
+template <class Call>
+auto offload_syscall(Vproc *vp, const void *site, Call &&c) -> decltype(c()) {
+    decltype(c()) r{};
+    int err = 0;
+    auto call = [&] {
+        r = c();
+        err = errno;
+    };
+    offload_call(vp, call, site);
+    errno = err;
+    return r;
 }
 
 } // namespace weft::detail

@@ -1,8 +1,15 @@
-// The io_uring backend (liburing). Readiness: one multishot poll per
-// descriptor, armed once, edge-triggered (io_uring's default without
-// IORING_POLL_ADD_LEVEL): a completion per wake-up of the file, like epoll
-// with EPOLLET. Completions: disk reads and writes, fsync, splice. Wake-ups:
-// an eventfd with its own multishot poll.
+// The io_uring backend (liburing). Readiness: a one-shot poll per waited-on
+// descriptor, added when a thread parks on it with the union of the events
+// its waiters want, like the poll backend's interest. A one-shot poll looks
+// at the file's state when it is added, so no edge can be missed, and it
+// ends in an ordinary completion, which the kernel never drops when the CQ
+// ring is full (IORING_FEAT_NODROP keeps it on the overflow list). Multishot
+// polls were tried first and lost wake-ups: a multishot poll that finds the
+// ring full ends, and on 6.18 some ended without any completion (the
+// 10,000-connection echo test with a 256-entry ring hung on them). The
+// one-shot SQE costs no system call: it goes in with the next io_uring_enter
+// (the wait that follows the park). Completions: disk reads and writes,
+// fsync, splice. Wake-ups: an eventfd with its own one-shot poll.
 //
 // Submissions are queued in the SQ ring and go to the kernel in one
 // io_uring_enter per scheduler iteration: poll() flushes them, wait()
@@ -10,13 +17,17 @@
 // memory, so the periodic poll costs no system call unless the kernel asks
 // for one (IORING_SQ_TASKRUN with COOP_TASKRUN: deferred completion work).
 //
-// user_data: an FdState* (readiness), an IoOp* | 1 (an operation), or one of
-// the small tags below.
+// user_data: an FdState* | generation << 1 (readiness), an IoOp* | 1 (an
+// operation), or one of the small tags below. The generation tells a
+// descriptor's current poll from a removed one whose completion is still on
+// its way.
 #include <liburing.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 #include "core/vproc.hpp"
@@ -29,7 +40,11 @@ constexpr uint64_t kTagWake = 8;     // the eventfd's poll
 constexpr uint64_t kTagIgnore = 16;  // poll removals: nobody waits for them
 constexpr uint64_t kOpBit = 1;       // IoOp pointers are at least 8-aligned
 constexpr unsigned kEntries = 256;   // SQ size: a batch per iteration rarely exceeds it
-constexpr unsigned kCqEntries = 4096; // room for bursts of readiness events
+constexpr unsigned kCqEntries = 4096; // one completion per waiting thread or operation; more overflow (kept)
+constexpr uint64_t kGenShift = 1, kGenMask = 3; // FdState is 8-aligned: bits 1-2 are free
+static_assert(alignof(FdState) >= 8);
+
+uint64_t poll_tag(const FdState *s) { return reinterpret_cast<uint64_t>(s) | (uint64_t{s->backend_gen} << kGenShift); }
 
 class UringReactor final : public Reactor {
 public:
@@ -42,12 +57,23 @@ public:
     bool can_submit() const override { return true; }
     bool cheap_poll() const override { return true; }
 
-    int arm(int fd, FdState *s, uint32_t) override {
-        if (s->armed) return 0;
-        io_uring_sqe *sqe = sqe_get();
-        io_uring_prep_poll_multishot(sqe, fd, POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
-        io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(s));
+    // Owner's thread only (requests from other vprocs are queued).
+    int arm(int fd, FdState *s, uint32_t events) override {
+        if (s->reactor != this) return 0; // closed and armed elsewhere since it was queued
+        events &= POLLIN | POLLOUT | POLLPRI;
+        if (s->armed) {
+            if ((s->backend_events & events) == events) return 0;
+            events |= s->backend_events; // widen: replace the poll
+            remove_poll(s);
+        }
+        s->backend_gen = static_cast<uint8_t>((s->backend_gen + 1) & kGenMask);
+        s->backend_events = events;
+        s->backend_fd = fd;
         s->armed = true;
+        io_uring_sqe *sqe = sqe_get();
+        // RDHUP with POLLIN: the peer's FIN is remembered (FdState::kReadEnded)
+        io_uring_prep_poll_add(sqe, fd, events | (events & POLLIN ? POLLRDHUP : 0u));
+        io_uring_sqe_set_data64(sqe, poll_tag(s));
         return 0;
     }
 
@@ -56,10 +82,9 @@ public:
     // the file (a peer must see the connection end).
     void disarm(int, FdState *s) override {
         if (!s->armed) return;
+        remove_poll(s);
         s->armed = false;
-        io_uring_sqe *sqe = sqe_get();
-        io_uring_prep_poll_remove(sqe, reinterpret_cast<uint64_t>(s));
-        io_uring_sqe_set_data64(sqe, kTagIgnore);
+        s->backend_events = 0;
         submit_now();
     }
 
@@ -136,9 +161,15 @@ private:
         else io_uring_get_events(&ring_);
     }
 
+    void remove_poll(FdState *s) {
+        io_uring_sqe *sqe = sqe_get();
+        io_uring_prep_poll_remove(sqe, poll_tag(s));
+        io_uring_sqe_set_data64(sqe, kTagIgnore);
+    }
+
     void arm_wake() {
         io_uring_sqe *sqe = sqe_get();
-        io_uring_prep_poll_multishot(sqe, efd_, POLLIN);
+        io_uring_prep_poll_add(sqe, efd_, POLLIN);
         io_uring_sqe_set_data64(sqe, kTagWake);
         wake_armed_ = true;
     }
@@ -160,19 +191,25 @@ private:
     void deliver(const io_uring_cqe *cqe) {
         uint64_t ud = cqe->user_data;
         if (ud == kTagIgnore) return;
-        if (ud == kTagWake) {
-            if (!(cqe->flags & IORING_CQE_F_MORE)) wake_armed_ = false; // re-armed at the next wait
+        if (ud == kTagWake) { // consume the wake-ups; re-armed at the next wait
+            wake_armed_ = false;
+            uint64_t n;
+            ssize_t r = read(efd_, &n, sizeof n);
+            (void)r;
             return;
         }
         if (ud & kOpBit) {
             io_complete(reinterpret_cast<IoOp *>(ud & ~kOpBit), cqe->res);
             return;
         }
-        auto *s = reinterpret_cast<FdState *>(ud);
-        if (cqe->res == -ECANCELED) return; // removed by disarm
-        if (!(cqe->flags & IORING_CQE_F_MORE) && s->reactor == this) s->armed = false; // ended: the next waiter re-arms
+        auto *s = reinterpret_cast<FdState *>(ud & ~(kGenMask << kGenShift));
+        if (cqe->res == -ECANCELED) return; // removed
+        if (s->reactor != this || !s->armed || ud != poll_tag(s)) return; // a removed poll's last word
+        s->armed = false;
+        s->backend_events = 0;
         uint32_t revents = cqe->res < 0 ? POLLERR : static_cast<uint32_t>(cqe->res);
-        io_ready(s, revents);
+        // Waiters that wanted other events still wait: poll again for them.
+        if (uint32_t still = io_ready(s, revents)) arm(s->backend_fd, s, still);
     }
 
     io_uring ring_;
@@ -186,12 +223,19 @@ std::unique_ptr<Reactor> make_uring_reactor(Vproc *vp) {
     io_uring ring;
     io_uring_params p{};
     p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
-    p.cq_entries = kCqEntries;
+    // WEFT_URING_CQ: the CQ ring's size (a power of two >= 256); small rings
+    // let the tests make the kernel overflow it.
+    unsigned cq = kCqEntries;
+    if (const char *e = getenv("WEFT_URING_CQ")) {
+        unsigned long v = strtoul(e, nullptr, 10);
+        if (v >= kEntries && v <= 65536 && (v & (v - 1)) == 0) cq = static_cast<unsigned>(v);
+    }
+    p.cq_entries = cq;
     int r = io_uring_queue_init_params(kEntries, &ring, &p);
     if (r == -EINVAL) { // an older kernel without the task-run flags
         p = io_uring_params{};
         p.flags = IORING_SETUP_CQSIZE;
-        p.cq_entries = kCqEntries;
+        p.cq_entries = cq;
         r = io_uring_queue_init_params(kEntries, &ring, &p);
     }
     if (r < 0) {

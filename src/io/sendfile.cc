@@ -81,7 +81,10 @@ ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &
         if (may_miss(in_fd, static_cast<uint64_t>(pos), probe)) read_in(vp, in_fd, static_cast<uint64_t>(pos), probe, site);
         // A probe's worth at a time, so the next stretch is checked before it is sent.
         size_t chunk = want < probe ? want : probe;
-        ssize_t r = retry_on_fd(vp, out, out_fd, POLLOUT, chunk, [&] { return sys(sendfile(out_fd, in_fd, &pos, chunk)); },
+        // want 0: no drained rule. sendfile can stop short with room left
+        // in the socket (seen on loopback with io_uring: no POLLOUT edge
+        // ever followed), so only EAGAIN, which is certain, makes it park.
+        ssize_t r = retry_on_fd(vp, out, out_fd, POLLOUT, 0, [&] { return sys(sendfile(out_fd, in_fd, &pos, chunk)); },
                                 dl, site);
         if (r == -EPIPE) consume_sigpipe();
         if (r < 0) return done ? static_cast<ssize_t>(done) : r;
@@ -176,7 +179,14 @@ ssize_t send_splice(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, 
             o.fd2 = out_fd;
             o.len = static_cast<unsigned>(inpipe);
             o.flags = SPLICE_F_MOVE;
+            uint32_t seq = out ? out->seq.load(std::memory_order_acquire) : 0;
             int w = run_op(vp, &o, dl, site);
+            // io_uring answers EAGAIN for a full socket instead of waiting:
+            // wait for room like any writer, then splice again.
+            if (w == -EAGAIN && out && !out->user_nonblock) {
+                if (int e = wait_fd(vp, out, out_fd, POLLOUT, seq, dl, site)) w = -e;
+                else continue;
+            }
             if (w <= 0) {
                 reset_pipe(); // bytes may be left in it
                 if (w == -EPIPE) consume_sigpipe();

@@ -23,7 +23,7 @@ inline ssize_t posix_result(ssize_t r) {
 // until it does not say EAGAIN, parking on fd for `ev` (POLLIN or POLLOUT)
 // in between. `want` is the byte count asked: a stream transfer that moves
 // less (but something) drained the kernel buffer, remembered so the next
-// call parks without trying. Returns >= 0 or -errno (-ETIMEDOUT, -EBADF
+// call parks without trying (want 0: not for this call). Returns >= 0 or -errno (-ETIMEDOUT, -EBADF
 // when closed meanwhile, -EAGAIN for a descriptor the program made
 // non-blocking).
 template <class Attempt>

@@ -1,0 +1,300 @@
+// Files through the weft wrappers on every backend: pread/pwrite on data in
+// the page cache (served inline, no park), out of it (posix_fadvise
+// DONTNEED: io_uring or the offload pool) and with O_DIRECT (aligned
+// buffers; skipped where the file system refuses O_DIRECT), plus open,
+// fstat, fsync and the plain calls' errors.
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <memory>
+
+#include "io_support.hpp"
+
+namespace {
+
+using namespace wt;
+using namespace wt::io;
+
+class FileTest : public IoTest {};
+WEFT_ON_BACKENDS(FileTest);
+
+class FileConcurrencyTest : public IoTest {};
+WEFT_ON_BACKENDS_AND_VPROCS(FileConcurrencyTest);
+
+// Pages of [0, size) of fd that are in the page cache; -1 if unknown.
+long resident_pages(int fd, size_t size) {
+    if (size == 0) return 0;
+    void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return -1;
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> v((size + page - 1) / page);
+    long n = -1;
+    if (mincore(m, size, v.data()) == 0) {
+        n = 0;
+        for (unsigned char c : v) n += c & 1;
+    }
+    munmap(m, size);
+    return n;
+}
+
+// Drop the file's pages from the page cache; true if none is left.
+bool drop_cache(int fd, size_t size) {
+    fdatasync(fd);
+    posix_fadvise(fd, 0, off_t(size), POSIX_FADV_DONTNEED);
+    return resident_pages(fd, size) == 0;
+}
+
+struct FreeDeleter {
+    void operator()(void *p) const { std::free(p); }
+};
+using AlignedBuf = std::unique_ptr<uint8_t, FreeDeleter>;
+AlignedBuf aligned(size_t n, size_t align = 4096) {
+    void *p = nullptr;
+    if (posix_memalign(&p, align, n)) return nullptr;
+    return AlignedBuf(static_cast<uint8_t *>(p));
+}
+
+// pwrite of odd-sized pieces, pread of other odd-sized pieces, byte-exact;
+// short read across EOF, 0 at EOF; the file position never moves.
+TEST_P(FileTest, PwriteThenPreadRoundTripsEveryByte) {
+    const size_t size = (1 << 20) + 7;
+    const Pattern pat(21);
+    const std::vector<uint8_t> data = pat.bytes(0, size);
+    long mismatch = -2;
+    ssize_t across_eof = 0, at_eof = -2, beyond = -2;
+    off_t pos = -1, st_size = -1;
+    TempFile f;
+    ASSERT_GE(f.fd(), 0);
+    ASSERT_EQ(0, run([&] {
+        for (size_t off = 0, k = 0; off < size; ++k) {
+            size_t len = std::min(size - off, size_t(1 + (k * 7717) % 70001));
+            ssize_t w = weft_pwrite(f.fd(), data.data() + off, len, off_t(off));
+            ASSERT_GT(w, 0) << strerror(errno);
+            off += size_t(w);
+        }
+        std::vector<uint8_t> in(size);
+        for (size_t off = 0, k = 0; off < size; ++k) {
+            size_t len = std::min(size - off, size_t(1 + (k * 104729) % 65537));
+            ssize_t r = weft_pread(f.fd(), in.data() + off, len, off_t(off));
+            ASSERT_GT(r, 0) << "at " << off << ": " << strerror(errno);
+            off += size_t(r);
+        }
+        mismatch = pat.mismatch(in.data(), 0, size);
+        across_eof = weft_pread(f.fd(), in.data(), 100, off_t(size - 10));
+        at_eof = weft_pread(f.fd(), in.data(), 100, off_t(size));
+        beyond = weft_pread(f.fd(), in.data(), 100, off_t(size + 4096));
+        pos = lseek(f.fd(), 0, SEEK_CUR);
+        struct stat st;
+        EXPECT_EQ(0, weft_fstat(f.fd(), &st));
+        st_size = st.st_size;
+    }));
+    EXPECT_EQ(-1, mismatch);
+    EXPECT_EQ(10, across_eof);
+    EXPECT_EQ(0, at_eof);
+    EXPECT_EQ(0, beyond);
+    EXPECT_EQ(0, pos) << "pread/pwrite moved the file position";
+    EXPECT_EQ(off_t(size), st_size);
+}
+
+// Data in the page cache is read without parking and without the offload pool.
+TEST_P(FileTest, ACachedReadCompletesInline) {
+    const size_t size = 256 << 10;
+    TempFile f(size, 22);
+    ASSERT_GE(f.fd(), 0);
+    std::vector<uint8_t> warm(size);
+    ASSERT_EQ(ssize_t(size), pread(f.fd(), warm.data(), size, 0));
+    ASSERT_EQ(long(size / 4096), resident_pages(f.fd(), size)) << "the file is not in the page cache";
+    weft_stats_t s0{}, s1{};
+    long mismatch = -2;
+    ssize_t r = 0;
+    ASSERT_EQ(0, run([&] {
+        std::vector<uint8_t> in(size);
+        s0 = all_stats();
+        r = weft_pread(f.fd(), in.data(), size, 0);
+        s1 = all_stats();
+        mismatch = Pattern(22).mismatch(in.data(), 0, size);
+    }));
+    EXPECT_EQ(ssize_t(size), r);
+    EXPECT_EQ(-1, mismatch);
+    EXPECT_EQ(0u, s1.io_parks - s0.io_parks) << "a page-cache hit parked";
+    EXPECT_EQ(0u, s1.offloaded - s0.offloaded) << "a page-cache hit went to the offload pool";
+    EXPECT_GE(s1.io_syscalls - s0.io_syscalls, 1u);
+}
+
+// Pages dropped from the cache: the read still returns the right bytes, and
+// the miss is not served inline (io_uring completion or offload pool: it
+// parks; with epoll/poll it is offloaded).
+TEST_P(FileTest, AnUncachedReadReturnsTheRightBytes) {
+    const size_t size = 8 << 20;
+    TempFile f(size, 23);
+    ASSERT_GE(f.fd(), 0);
+    const bool dropped = drop_cache(f.fd(), size);
+    weft_stats_t s0{}, s1{};
+    long mismatch = -2;
+    ssize_t first = 0;
+    size_t total = 0;
+    ASSERT_EQ(0, run([&] {
+        std::vector<uint8_t> in(size);
+        s0 = all_stats();
+        first = weft_pread(f.fd(), in.data(), 128 << 10, 0);
+        s1 = all_stats();
+        total = size_t(std::max<ssize_t>(first, 0));
+        while (total < size) {
+            ssize_t r = weft_pread(f.fd(), in.data() + total, std::min<size_t>(size - total, 128 << 10), off_t(total));
+            ASSERT_GT(r, 0) << strerror(errno);
+            total += size_t(r);
+        }
+        mismatch = Pattern(23).mismatch(in.data(), 0, size);
+    }));
+    EXPECT_EQ(128 << 10, first);
+    EXPECT_EQ(size, total);
+    EXPECT_EQ(-1, mismatch);
+    if (!dropped) {
+        GTEST_SKIP() << "the page cache kept the file after POSIX_FADV_DONTNEED; data checked, path not";
+    }
+    EXPECT_GE((s1.io_parks - s0.io_parks) + (s1.offloaded - s0.offloaded), 1u)
+        << "a page-cache miss was read inline, blocking the vproc";
+    if (!uring()) {
+        EXPECT_GE(s1.offloaded - s0.offloaded, 1u) << "without io_uring a miss goes to the offload pool";
+    }
+}
+
+// Sixteen threads read distinct regions of an uncached file at once.
+TEST_P(FileConcurrencyTest, ManyThreadsReadAnUncachedFileConcurrently) {
+    const int k = 16;
+    const size_t region = 512 << 10, size = region * k;
+    TempFile f(size, 24);
+    ASSERT_GE(f.fd(), 0);
+    drop_cache(f.fd(), size);
+    std::atomic<int> good{0};
+    ASSERT_EQ(0, run([&] {
+        const Pattern pat(24);
+        std::vector<weft_thread_t> ts(k);
+        for (int i = 0; i < k; ++i)
+            ASSERT_EQ(0, spawn_on(&ts[size_t(i)], home(i), [&, i] {
+                std::vector<uint8_t> in(region);
+                const size_t base = size_t(i) * region;
+                size_t got = 0;
+                while (got < region) {
+                    ssize_t r = weft_pread(f.fd(), in.data() + got, std::min<size_t>(region - got, 96 << 10),
+                                           off_t(base + got));
+                    if (r <= 0) break;
+                    got += size_t(r);
+                }
+                if (got == region && pat.mismatch(in.data(), base, region) == -1) good.fetch_add(1);
+                return nullptr;
+            }));
+        for (auto &t : ts) join(t);
+    }));
+    EXPECT_EQ(k, good.load());
+}
+
+// O_DIRECT with 4 KiB-aligned buffers, offsets and sizes: round trip; an
+// unaligned buffer fails exactly as the plain call does.
+TEST_P(FileTest, ODirectRoundTripsAlignedBuffers) {
+    const size_t size = 1 << 20;
+    TempFile f;
+    ASSERT_GE(f.fd(), 0);
+    bool refused = false;
+    ssize_t w = 0, r = 0, weft_bad = 0, plain_bad = 0;
+    int weft_bad_e = 0, plain_bad_e = 0;
+    long mismatch = -2;
+    ASSERT_EQ(0, run([&] {
+        int fd = weft_open(f.path().c_str(), O_RDWR | O_DIRECT);
+        if (fd < 0 && errno == EINVAL) {
+            refused = true;
+            return;
+        }
+        ASSERT_GE(fd, 0) << strerror(errno);
+        AlignedBuf out = aligned(size), in = aligned(size + 4096);
+        ASSERT_TRUE(out && in);
+        Pattern(25).fill(out.get(), 4096, size);
+        w = weft_pwrite(fd, out.get(), size, 4096);
+        if (w < 0 && errno == EINVAL) {
+            refused = true;
+            weft_close(fd);
+            return;
+        }
+        r = weft_pread(fd, in.get(), size, 4096);
+        mismatch = Pattern(25).mismatch(in.get(), 4096, size_t(std::max<ssize_t>(r, 0)));
+        // misaligned buffer: whatever the plain call says, weft says too
+        plain_bad = pread(fd, in.get() + 1, 4096, 0);
+        plain_bad_e = errno;
+        weft_bad = weft_pread(fd, in.get() + 1, 4096, 0);
+        weft_bad_e = errno;
+        EXPECT_EQ(0, weft_close(fd));
+    }));
+    if (refused) GTEST_SKIP() << "the file system of " << scratch_dir() << " refuses O_DIRECT (EINVAL)";
+    EXPECT_EQ(ssize_t(size), w);
+    EXPECT_EQ(ssize_t(size), r);
+    EXPECT_EQ(-1, mismatch);
+    EXPECT_EQ(plain_bad, weft_bad);
+    if (plain_bad < 0) {
+        EXPECT_EQ(plain_bad_e, weft_bad_e);
+    }
+}
+
+// open with O_CREAT and a mode, O_EXCL, ENOENT; fstat; fsync; read/write on
+// a regular file move its position; the plain calls' errors.
+TEST_P(FileTest, OpenFstatFsyncAndPositionsFollowThePlainCalls) {
+    const std::string path = scratch_dir() + "/weft-io-open-" + std::to_string(getpid()) + "-" + backend();
+    unlink(path.c_str());
+    int fd = -1, excl = 0, excl_e = 0, missing = 0, missing_e = 0, fsync_rc = -1, pipe_fsync = 0, pipe_fsync_e = 0;
+    mode_t mode = 0;
+    off_t pos_after_write = -1, pos_after_read = -1;
+    ssize_t spipe = 0, negative = 0;
+    int spipe_e = 0, negative_e = 0;
+    std::string back;
+    const mode_t mask = umask(022);
+    umask(mask);
+    ASSERT_EQ(0, run([&] {
+        fd = weft_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+        ASSERT_GE(fd, 0) << strerror(errno);
+        excl = weft_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+        excl_e = errno;
+        missing = weft_open((path + ".missing").c_str(), O_RDONLY);
+        missing_e = errno;
+        struct stat st;
+        ASSERT_EQ(0, weft_fstat(fd, &st));
+        mode = st.st_mode & 0777;
+        EXPECT_TRUE(S_ISREG(st.st_mode));
+        EXPECT_EQ(11, weft_write(fd, "hello world", 11));
+        pos_after_write = lseek(fd, 0, SEEK_CUR);
+        fsync_rc = weft_fsync(fd);
+        ASSERT_EQ(6, lseek(fd, 6, SEEK_SET));
+        char buf[16] = {};
+        ssize_t r = weft_read(fd, buf, sizeof buf);
+        if (r > 0) back.assign(buf, size_t(r));
+        pos_after_read = lseek(fd, 0, SEEK_CUR);
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        pipe_fsync = weft_fsync(p[0]);
+        pipe_fsync_e = errno;
+        spipe = weft_pread(p[0], buf, 1, 0);
+        spipe_e = errno;
+        negative = weft_pwrite(fd, "x", 1, -1);
+        negative_e = errno;
+        weft_close(p[0]);
+        weft_close(p[1]);
+        EXPECT_EQ(0, weft_close(fd));
+    }));
+    unlink(path.c_str());
+    EXPECT_EQ(0640 & ~mask, mode);
+    EXPECT_EQ(-1, excl);
+    EXPECT_EQ(EEXIST, excl_e);
+    EXPECT_EQ(-1, missing);
+    EXPECT_EQ(ENOENT, missing_e);
+    EXPECT_EQ(11, pos_after_write);
+    EXPECT_EQ(0, fsync_rc);
+    EXPECT_EQ("world", back);
+    EXPECT_EQ(11, pos_after_read);
+    EXPECT_EQ(-1, pipe_fsync);
+    EXPECT_EQ(EINVAL, pipe_fsync_e);
+    EXPECT_EQ(-1, spipe);
+    EXPECT_EQ(ESPIPE, spipe_e);
+    EXPECT_EQ(-1, negative);
+    EXPECT_EQ(EINVAL, negative_e);
+}
+
+} // namespace

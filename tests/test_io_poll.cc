@@ -1,0 +1,274 @@
+// weft_poll: poll(2) semantics on every backend — timeouts, POLLIN/POLLOUT,
+// POLLHUP, POLLNVAL for a bad descriptor, negative descriptors ignored, the
+// thread's I/O timeout ending an infinite poll with 0, and wake-ups of
+// parked pollers (several on one descriptor; one among many descriptors).
+#include <algorithm>
+#include <atomic>
+
+#include "io_support.hpp"
+
+namespace {
+
+using namespace wt;
+using namespace wt::io;
+
+class PollTest : public IoTest {};
+WEFT_ON_BACKENDS(PollTest);
+
+class PollWakeTest : public IoTest {};
+WEFT_ON_BACKENDS_AND_VPROCS(PollWakeTest);
+
+TEST_P(PollTest, ZeroTimeoutReturnsAtOnceWhenNothingIsReady) {
+    int n = -1;
+    short revents = -1;
+    uint64_t took = 0;
+    ASSERT_EQ(0, run([&] {
+        int fds[2];
+        ASSERT_TRUE(tcp_pair(fds));
+        pollfd pf{fds[0], POLLIN, 0};
+        uint64_t t0 = weft_now_ns();
+        n = weft_poll(&pf, 1, 0);
+        took = weft_now_ns() - t0;
+        revents = pf.revents;
+        weft_close(fds[0]);
+        weft_close(fds[1]);
+    }));
+    EXPECT_EQ(0, n);
+    EXPECT_EQ(0, revents);
+    EXPECT_LT(took, 5 * kSec);
+}
+
+TEST_P(PollTest, TimeoutExpiresWithZeroAfterAtLeastTheTimeout) {
+    int n = -1;
+    uint64_t took = 0;
+    ASSERT_EQ(0, run([&] {
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        pollfd pf{p[0], POLLIN, 0};
+        uint64_t t0 = weft_now_ns();
+        n = weft_poll(&pf, 1, 50);
+        took = weft_now_ns() - t0;
+        weft_close(p[0]);
+        weft_close(p[1]);
+    }));
+    EXPECT_EQ(0, n);
+    EXPECT_GE(took, 50 * kMs);
+}
+
+TEST_P(PollTest, NoDescriptorsIsATimedWait) {
+    int n = -1;
+    uint64_t took = 0;
+    ASSERT_EQ(0, run([&] {
+        uint64_t t0 = weft_now_ns();
+        n = weft_poll(nullptr, 0, 30);
+        took = weft_now_ns() - t0;
+    }));
+    EXPECT_EQ(0, n);
+    EXPECT_GE(took, 30 * kMs);
+}
+
+TEST_P(PollTest, AFreshSocketIsWritableAndNotReadable) {
+    int n = -1;
+    short in_ev = -1, out_ev = 0;
+    ASSERT_EQ(0, run([&] {
+        int fds[2];
+        ASSERT_TRUE(tcp_pair(fds));
+        pollfd pf[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLOUT, 0}};
+        n = weft_poll(pf, 2, 5000);
+        in_ev = pf[0].revents;
+        out_ev = pf[1].revents;
+        weft_close(fds[0]);
+        weft_close(fds[1]);
+    }));
+    EXPECT_EQ(1, n);
+    EXPECT_EQ(0, in_ev);
+    EXPECT_TRUE(out_ev & POLLOUT);
+}
+
+// A bad descriptor is reported at once as POLLNVAL even with an infinite
+// timeout; a negative one is ignored (revents 0).
+TEST_P(PollTest, BadDescriptorIsPollnvalAndNegativeIsIgnored) {
+    int n = -1;
+    short bad_ev = 0, neg_ev = -1, ok_ev = -1;
+    ASSERT_EQ(0, run([&] {
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        pollfd pf[3] = {{unused_fd(), POLLIN, 0}, {-5, POLLIN, 0}, {p[0], POLLIN, 0}};
+        n = weft_poll(pf, 3, -1);
+        bad_ev = pf[0].revents;
+        neg_ev = pf[1].revents;
+        ok_ev = pf[2].revents;
+        weft_close(p[0]);
+        weft_close(p[1]);
+    }));
+    EXPECT_EQ(1, n);
+    EXPECT_EQ(POLLNVAL, bad_ev);
+    EXPECT_EQ(0, neg_ev);
+    EXPECT_EQ(0, ok_ev);
+}
+
+// The thread's I/O timeout ends an infinite poll, which returns 0 as poll(2)
+// does when its own timeout expires.
+TEST_P(PollTest, TheThreadsIoTimeoutEndsAnInfinitePollWithZero) {
+    int n = -1;
+    uint64_t took = 0;
+    ASSERT_EQ(0, run([&] {
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        ASSERT_EQ(0, weft_set_io_timeout_ns(40 * kMs));
+        pollfd pf{p[0], POLLIN, 0};
+        uint64_t t0 = weft_now_ns();
+        n = weft_poll(&pf, 1, -1);
+        took = weft_now_ns() - t0;
+        EXPECT_EQ(0, weft_set_io_timeout_ns(0));
+        weft_close(p[0]);
+        weft_close(p[1]);
+    }));
+    EXPECT_EQ(0, n);
+    EXPECT_GE(took, 40 * kMs);
+}
+
+// The pipe's writer closes while a poller is parked: POLLHUP.
+TEST_P(PollTest, ParkedPollerSeesPollhupWhenTheWriterCloses) {
+    int n = -1;
+    short revents = 0;
+    ASSERT_EQ(0, run([&] {
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        const uint64_t parks0 = parks(WEFT_PARK_IO);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn(&t, [&] {
+            pollfd pf{p[0], POLLIN, 0};
+            n = weft_poll(&pf, 1, -1);
+            revents = pf.revents;
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+        EXPECT_EQ(0, weft_close(p[1]));
+        join(t);
+        weft_close(p[0]);
+    }));
+    EXPECT_EQ(1, n);
+    EXPECT_TRUE(revents & POLLHUP) << revents;
+}
+
+// A poller parked on another vproc wakes with POLLIN when data arrives;
+// descriptors that are not ready stay at revents 0.
+TEST_P(PollWakeTest, ParkedPollWakesWithPollinOnlyForTheReadyDescriptor) {
+    int n = -1;
+    short ev[3] = {-1, -1, -1};
+    ASSERT_EQ(0, run([&] {
+        int a[2], b[2], c[2];
+        ASSERT_TRUE(tcp_pair(a));
+        ASSERT_TRUE(tcp_pair(b));
+        ASSERT_EQ(0, pipe(c));
+        const uint64_t parks0 = parks(WEFT_PARK_IO);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn_on(&t, other(), [&] {
+            pollfd pf[3] = {{a[0], POLLIN, 0}, {b[0], POLLIN, 0}, {c[0], POLLIN, 0}};
+            n = weft_poll(pf, 3, 20000);
+            for (int i = 0; i < 3; ++i) ev[i] = pf[i].revents;
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+        EXPECT_EQ(1, weft_write(b[1], "b", 1));
+        join(t);
+        for (int fd : {a[0], a[1], b[0], b[1], c[0], c[1]}) weft_close(fd);
+    }));
+    EXPECT_EQ(1, n);
+    EXPECT_EQ(0, ev[0]);
+    EXPECT_EQ(POLLIN, ev[1] & (POLLIN | POLLERR | POLLNVAL));
+    EXPECT_EQ(0, ev[2]);
+}
+
+// Ten pollers parked on the same descriptor (spread over the vprocs) all
+// wake for one write: readiness is level-triggered, nobody consumes it.
+TEST_P(PollWakeTest, EveryPollerParkedOnOneDescriptorWakes) {
+    const int k = 10;
+    std::atomic<int> woke{0};
+    ASSERT_EQ(0, run([&] {
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        const uint64_t parks0 = parks(WEFT_PARK_IO);
+        std::vector<weft_thread_t> ts(k);
+        for (int i = 0; i < k; ++i)
+            ASSERT_EQ(0, spawn_on(&ts[size_t(i)], home(i), [&] {
+                pollfd pf{p[0], POLLIN, 0};
+                if (weft_poll(&pf, 1, 20000) == 1 && (pf.revents & POLLIN)) woke.fetch_add(1);
+                return nullptr;
+            }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + k));
+        EXPECT_EQ(1, weft_write(p[1], "x", 1));
+        for (auto &t : ts) join(t);
+        weft_close(p[0]);
+        weft_close(p[1]);
+    }));
+    EXPECT_EQ(k, woke.load());
+}
+
+// One hundred pipes polled at once; the one written is the only one reported.
+TEST_P(PollWakeTest, OneReadyDescriptorAmongAHundred) {
+    const int k = 100, hot = 37;
+    int n = -1, reported = 0;
+    short hot_ev = 0;
+    ASSERT_EQ(0, run([&] {
+        std::vector<int> r(k), w(k);
+        for (int i = 0; i < k; ++i) {
+            int p[2];
+            ASSERT_EQ(0, pipe(p));
+            r[size_t(i)] = p[0];
+            w[size_t(i)] = p[1];
+        }
+        const uint64_t parks0 = parks(WEFT_PARK_IO);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn_on(&t, other(), [&] {
+            std::vector<pollfd> pf(k);
+            for (int i = 0; i < k; ++i) pf[size_t(i)] = {r[size_t(i)], POLLIN, 0};
+            n = weft_poll(pf.data(), nfds_t(k), 20000);
+            for (auto &x : pf) reported += x.revents != 0;
+            hot_ev = pf[hot].revents;
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+        EXPECT_EQ(1, weft_write(w[hot], "h", 1));
+        join(t);
+        for (int i = 0; i < k; ++i) {
+            weft_close(r[size_t(i)]);
+            weft_close(w[size_t(i)]);
+        }
+    }));
+    EXPECT_EQ(1, n);
+    EXPECT_EQ(1, reported);
+    EXPECT_TRUE(hot_ev & POLLIN);
+}
+
+// Readable-at-EOF: the peer's shutdown makes a parked POLLIN poll return.
+TEST_P(PollWakeTest, PeerShutdownMakesASocketReadable) {
+    int n = -1;
+    short revents = 0;
+    ssize_t r = -2;
+    ASSERT_EQ(0, run([&] {
+        int fds[2];
+        ASSERT_TRUE(tcp_pair(fds));
+        const uint64_t parks0 = parks(WEFT_PARK_IO);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn_on(&t, other(), [&] {
+            pollfd pf{fds[0], POLLIN, 0};
+            n = weft_poll(&pf, 1, 20000);
+            revents = pf.revents;
+            char c;
+            r = weft_read(fds[0], &c, 1);
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+        EXPECT_EQ(0, weft_shutdown(fds[1], SHUT_WR));
+        join(t);
+        weft_close(fds[0]);
+        weft_close(fds[1]);
+    }));
+    EXPECT_EQ(1, n);
+    EXPECT_TRUE(revents & POLLIN);
+    EXPECT_EQ(0, r);
+}
+
+} // namespace
