@@ -1,6 +1,6 @@
 // weft-pipetest — the pipe-token benchmark (Capriccio Fig. 2) on weft: one
-// weft thread per pipe, each blocking in weft_read for a 12-byte token and
-// passing it on with weft_write, all on one vproc. The pipes are in blocking
+// weft thread per pipe, each blocking in weft_read (buffered, like the epoll loop's edge mode) and
+// passing each token on with weft_write, all on one vproc. The pipes are in blocking
 // mode (pipe2 with O_CLOEXEC only), as a threaded program would make them:
 // weft parks the thread, not the vproc. Command line and output:
 // pipetest.h; --io (or WEFT_IO) picks the reactor backend, and the record's
@@ -45,16 +45,29 @@ Ring g_ring;
     _exit(1); // may run on a weft thread's stack
 }
 
-// Read exactly one token; false at EOF (the run is over).
-bool get_token(long i, pt_token *t) {
-    auto *p = reinterpret_cast<unsigned char *>(t);
-    size_t have = 0;
-    while (have < sizeof *t) {
-        ssize_t r = weft_read(g_ring.rfd[i], p + have, sizeof *t - have);
+// A reader's buffer, as a threaded server reads: as much as the pipe holds
+// (at most PT_MAX_IN_FLIGHT tokens exist, so one more never fills it), then
+// token by token from memory. A read that returns less than it asked tells
+// weft the pipe is drained, so the next read parks at once instead of
+// paying an EAGAIN — the same knowledge the epoll loop's edge mode uses.
+struct ReadBuf {
+    unsigned char b[(PT_MAX_IN_FLIGHT + 1) * PT_TOKEN_BYTES];
+    size_t off = 0, have = 0;
+};
+
+// One token; false at EOF (the run is over).
+bool get_token(long i, ReadBuf &rb, pt_token *t) {
+    while (rb.have - rb.off < sizeof *t) {
+        if (rb.off) { // keep a partial token at the front
+            std::memmove(rb.b, rb.b + rb.off, rb.have - rb.off);
+            rb.have -= rb.off;
+            rb.off = 0;
+        }
+        ssize_t r = weft_read(g_ring.rfd[i], rb.b + rb.have, sizeof rb.b - rb.have);
         if (r > 0) {
-            have += static_cast<size_t>(r);
+            rb.have += static_cast<size_t>(r);
         } else if (r == 0) {
-            if (have) {
+            if (rb.have) {
                 std::fprintf(stderr, "%s: EOF inside a token on pipe %ld\n", g_opts.prog, i);
                 _exit(1);
             }
@@ -63,6 +76,8 @@ bool get_token(long i, pt_token *t) {
             fail("weft_read", errno);
         }
     }
+    std::memcpy(t, rb.b + rb.off, sizeof *t);
+    rb.off += sizeof *t;
     return true;
 }
 
@@ -81,7 +96,8 @@ void *reader(void *arg) {
     const long i = reinterpret_cast<intptr_t>(arg), next = i + 1 == ring.pipes ? 0 : i + 1;
     ++ring.started;
     pt_token t;
-    while (get_token(i, &t)) {
+    ReadBuf rb;
+    while (get_token(i, rb, &t)) {
         if (!pt_token_ok(&ring.ledger, &t, i)) pt_bad_token(&g_opts, &t, i);
         ++t.hops;
         if (ring.writes < g_opts.tokens) {

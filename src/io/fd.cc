@@ -204,7 +204,8 @@ uint32_t io_ready(FdState *s, uint32_t revents) {
         SpinGuard g(s->lock, smp);
         uint8_t bits = ready_bits(revents);
         s->seq.store(s->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-        s->ready.fetch_or(bits, std::memory_order_relaxed);
+        // every writer holds the lock: a plain load and store, no locked RMW
+        s->ready.store(static_cast<uint8_t>(s->ready.load(std::memory_order_relaxed) | bits), std::memory_order_relaxed);
         uint32_t mask = wake_mask(bits);
         for (IoWaiter *w = s->head; w;) {
             IoWaiter *n = w->next;
