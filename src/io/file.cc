@@ -51,15 +51,8 @@ ssize_t file_rw(Vproc *vp, FdState *, int fd, bool write, const iovec *iov_in, i
     if (r >= 0 && (static_cast<size_t>(r) == total || (!write && r == 0))) return r;
     if (r < 0 && r != -EAGAIN && r != -EOPNOTSUPP) return r;
     size_t done = r > 0 ? static_cast<size_t>(r) : 0;
-    iovec small[8];
-    std::vector<iovec> big;
-    iovec *iov = small;
-    if (cnt > 8) {
-        big.assign(iov_in, iov_in + cnt);
-        iov = big.data();
-    } else {
-        for (int i = 0; i < cnt; ++i) small[i] = iov_in[i];
-    }
+    IovCopy copy(iov_in, cnt);
+    iovec *iov = copy.data();
     iov_advance(iov, cnt, done);
     ssize_t rest = file_rw_async(vp, fd, write, iov, cnt, off < 0 ? off : off + static_cast<off_t>(done), site);
     if (rest < 0) return done ? static_cast<ssize_t>(done) : rest;

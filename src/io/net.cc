@@ -88,15 +88,8 @@ ssize_t do_writev(Vproc *vp, int fd, const iovec *iov_in, int cnt, const void *s
         return r;
     }
     if (s->kind == FdKind::File) return file_rw(vp, s, fd, true, iov_in, cnt, -1, site);
-    iovec small[8];
-    std::vector<iovec> big;
-    iovec *iov = small;
-    if (cnt > 8) {
-        big.assign(iov_in, iov_in + cnt);
-        iov = big.data();
-    } else {
-        for (int i = 0; i < cnt; ++i) small[i] = iov_in[i];
-    }
+    IovCopy copy(iov_in, cnt);
+    iovec *iov = copy.data();
     size_t total = iov_total(iov, cnt), done = 0;
     CallDeadline dl;
     while (done < total || total == 0) {

@@ -109,4 +109,14 @@ bool parse_io_backend(const char *s, IoBackend *out);
 // io_uring to epoll (saying so once per process). nullptr if even that fails.
 std::unique_ptr<Reactor> make_reactor(Vproc *vp, IoBackend wanted);
 
+uint64_t now_ns();
+
+// A wait()'s deadline as a relative timeout: -1 for none (UINT64_MAX), else
+// the nanoseconds left, 0 once it has passed.
+inline int64_t timeout_until(uint64_t deadline) {
+    if (deadline == UINT64_MAX) return -1;
+    uint64_t now = now_ns();
+    return deadline > now ? static_cast<int64_t>(deadline - now) : 0;
+}
+
 } // namespace weft::detail

@@ -49,9 +49,7 @@ public:
     void poll() override { collect(0); }
 
     void wait(uint64_t deadline) override {
-        if (deadline == UINT64_MAX) return collect(-1);
-        uint64_t now = now_ns();
-        collect(deadline > now ? static_cast<int64_t>(deadline - now) : 0);
+        collect(timeout_until(deadline));
     }
 
     void wake() override {

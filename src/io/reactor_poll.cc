@@ -51,9 +51,7 @@ public:
 
     void wait(uint64_t deadline) override {
         apply_remote();
-        if (deadline == UINT64_MAX) return collect(-1);
-        uint64_t now = now_ns();
-        collect(deadline > now ? static_cast<int64_t>(deadline - now) : 0);
+        collect(timeout_until(deadline));
     }
 
     void wake() override {

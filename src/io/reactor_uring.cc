@@ -118,12 +118,10 @@ public:
             if (io_uring_sq_ready(&ring_)) enter(0, nullptr);
             return;
         }
-        if (deadline == UINT64_MAX) {
+        if (int64_t rel = timeout_until(deadline); rel < 0) {
             enter(1, nullptr);
         } else {
-            uint64_t now = now_ns();
-            uint64_t rel = deadline > now ? deadline - now : 0;
-            __kernel_timespec ts{static_cast<int64_t>(rel / 1000000000u), static_cast<long long>(rel % 1000000000u)};
+            __kernel_timespec ts{rel / 1000000000, rel % 1000000000};
             enter(1, &ts);
         }
         reap();

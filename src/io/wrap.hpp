@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <vector>
 
 #include "core/runtime.hpp"
 #include "io/fd.hpp"
@@ -60,6 +61,28 @@ inline void iov_advance(iovec *&iov, int &cnt, size_t n) {
         iov->iov_len -= n;
     }
 }
+
+// The caller's copy of an iovec array, for a transfer that advances through
+// it (iov_advance): on the stack up to 8 entries.
+class IovCopy {
+public:
+    IovCopy(const iovec *iov, int cnt) {
+        if (cnt > 8) {
+            big_.assign(iov, iov + cnt);
+            p_ = big_.data();
+        } else {
+            for (int i = 0; i < cnt; ++i) small_[i] = iov[i];
+        }
+    }
+    IovCopy(const IovCopy &) = delete;
+    IovCopy &operator=(const IovCopy &) = delete;
+    iovec *data() { return p_; }
+
+private:
+    iovec small_[8];
+    std::vector<iovec> big_;
+    iovec *p_ = small_;
+};
 
 inline size_t iov_total(const iovec *iov, int cnt) {
     size_t n = 0;
