@@ -46,38 +46,44 @@ namespace wt::io {
 
 // ---------------------------------------------------------------- watchdog
 
+// An alarm, not a thread: the tests fork (run_in_child), and a thread alive
+// at fork time can hold a lock the child then waits on for ever (under ASan,
+// a watchdog thread still starting up held the allocator's region lock and
+// hung every forked child). alarm() makes no thread and is not inherited by
+// a child; the child has run_in_child's own time limit.
 class Watchdog {
 public:
     explicit Watchdog(int seconds) {
         const auto *ti = ::testing::UnitTest::GetInstance()->current_test_info();
-        name_ = ti ? std::string(ti->test_suite_name()) + "." + ti->name() : "?";
-        th_ = std::thread([this, seconds] {
-            std::unique_lock<std::mutex> l(m_);
-            if (!cv_.wait_for(l, std::chrono::seconds(seconds), [&] { return done_; })) {
-                std::fprintf(stderr, "\nwatchdog: %s still running after %d s (a lost wake-up?): aborting\n",
-                             name_.c_str(), seconds);
-                std::fflush(stderr);
-                std::abort();
-            }
-        });
+        const std::string name = ti ? std::string(ti->test_suite_name()) + "." + ti->name() : "?";
+        std::snprintf(message(), kMessage, "\nwatchdog: %s still running after %d s (a lost wake-up?): aborting\n",
+                      name.c_str(), seconds);
+        struct sigaction sa {};
+        sa.sa_handler = on_alarm;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGALRM, &sa, &old_);
+        alarm(unsigned(seconds));
     }
     ~Watchdog() {
-        {
-            std::lock_guard<std::mutex> l(m_);
-            done_ = true;
-        }
-        cv_.notify_all();
-        th_.join();
+        alarm(0);
+        sigaction(SIGALRM, &old_, nullptr);
     }
     Watchdog(const Watchdog &) = delete;
     Watchdog &operator=(const Watchdog &) = delete;
 
 private:
-    std::string name_;
-    std::mutex m_;
-    std::condition_variable cv_;
-    bool done_ = false;
-    std::thread th_;
+    static constexpr size_t kMessage = 512;
+    static char *message() {
+        static char m[kMessage];
+        return m;
+    }
+    static void on_alarm(int) {
+        const char *m = message();
+        ssize_t r = write(2, m, strlen(m));
+        (void)r;
+        std::abort();
+    }
+    struct sigaction old_ {};
 };
 
 // ---------------------------------------------------------------- runtime
