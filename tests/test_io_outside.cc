@@ -244,6 +244,48 @@ TEST(IoOutsideTest, AcceptConnectAndSendfileLeaveTheDescriptorsBlocking) {
     for (int fd : {l, c, s}) close(fd);
 }
 
+// docs/io.md: a pipe is made non-blocking when weft first uses it (plain
+// read/write are cheaper than RWF_NOWAIT), hidden from weft_fcntl and
+// cleared when the runtime ends; a pipe on descriptors 0-2 (often shared
+// with other processes) is never touched.
+TEST(IoOutsideTest, APipeIsNonBlockingOnlyWhileWeftUsesItAndStdioPipesNever) {
+    Watchdog dog(60);
+    int p[2];
+    ASSERT_EQ(0, pipe(p));
+    int saved_stdin = dup(0);
+    ASSERT_GE(saved_stdin, 0);
+    int q[2];
+    ASSERT_EQ(0, pipe(q));
+    ASSERT_EQ(0, dup2(q[0], 0)) << "a pipe as standard input";
+    close(q[0]);
+    int kernel_sees_p = -1, kernel_sees_stdin = -1, program_sees_p = -1;
+    ASSERT_EQ(0, run(1, [&] {
+        char c = 0;
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn(&t, [&] { // parks in weft_read on each pipe
+            EXPECT_EQ(1, weft_read(p[0], &c, 1));
+            EXPECT_EQ(1, weft_read(0, &c, 1));
+            return nullptr;
+        }));
+        EXPECT_EQ(0, weft_sleep_ns(kMs));
+        EXPECT_EQ(1, weft_write(p[1], "p", 1));
+        EXPECT_EQ(0, weft_sleep_ns(kMs));
+        EXPECT_EQ(1, weft_write(q[1], "q", 1));
+        join(t);
+        EXPECT_EQ('q', c);
+        kernel_sees_p = fcntl(p[0], F_GETFL) & O_NONBLOCK;
+        kernel_sees_stdin = fcntl(0, F_GETFL) & O_NONBLOCK;
+        program_sees_p = weft_fcntl(p[0], F_GETFL) & O_NONBLOCK;
+    }));
+    EXPECT_NE(0, kernel_sees_p) << "weft made the pipe non-blocking while it ran";
+    EXPECT_EQ(0, program_sees_p) << "weft_fcntl hides it";
+    EXPECT_EQ(0, kernel_sees_stdin) << "a pipe on descriptor 0 keeps its mode";
+    EXPECT_EQ(0, fcntl(p[0], F_GETFL) & O_NONBLOCK) << "cleared when the runtime ended";
+    EXPECT_EQ(0, fcntl(0, F_GETFL) & O_NONBLOCK);
+    dup2(saved_stdin, 0);
+    for (int fd : {saved_stdin, q[1], p[0], p[1]}) close(fd);
+}
+
 // A plain kernel thread calling the wrappers while a runtime runs is outside
 // weft_main too: its read blocks its own kernel thread, and a weft thread's
 // write wakes it.

@@ -252,9 +252,10 @@ int weft_once(weft_once_t *o, void (*fn)(void));
  * after — return value, errno, short reads, EOF — but blocks only the
  * calling weft thread: it first tries the system call without blocking and
  * parks on the vproc's reactor only when that would block. Descriptors stay
- * in the mode the program gave them (weft_accept, weft_connect and
- * weft_sendfile set O_NONBLOCK underneath, which weft_fcntl hides and the
- * end of weft_main undoes); a descriptor the program made
+ * in the mode the program gave them as far as it can see (weft_accept,
+ * weft_connect and weft_sendfile, and the first use of a pipe other than
+ * descriptors 0-2, set O_NONBLOCK underneath, which weft_fcntl hides and
+ * the end of weft_main undoes); a descriptor the program made
  * O_NONBLOCK (at creation, with weft_fcntl, or before weft first saw it)
  * keeps returning EAGAIN. Differences from the plain calls:
  *   - no SIGPIPE: writing to a broken pipe or socket returns EPIPE;

@@ -100,7 +100,15 @@ void classify(Vproc *vp, FdState *s, int fd) {
     if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode)) {
         s->kind = FdKind::File;
     } else if (S_ISFIFO(st.st_mode)) {
+        // A pipe: made non-blocking, as a socket is, for the cheaper plain
+        // read/write — except the standard descriptors, which a shell often
+        // shares with other processes that expect blocking mode: those keep
+        // it and use RWF_NOWAIT per call (docs/io.md).
         s->kind = FdKind::Pipe;
+        if (fd > 2 && !s->user_nonblock) {
+            vp->stats.io_syscalls.add();
+            if (fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0) s->weft_nonblock = true;
+        }
     } else if (S_ISSOCK(st.st_mode)) {
         int type = 0;
         socklen_t len = sizeof type;

@@ -4,10 +4,13 @@
 //
 // The wrappers' model (what makes low concurrency cost no extra system call):
 //  - Try first. A wrapper makes the non-blocking form of its system call
-//    and parks only if the kernel says EAGAIN. Sockets use MSG_DONTWAIT,
-//    pipes RWF_NOWAIT, so a descriptor keeps the blocking mode the program
-//    gave it; only accept, connect and sendfile, which have no per-call
-//    flag, make weft set O_NONBLOCK on the file (FdState::weft_nonblock).
+//    and parks only if the kernel says EAGAIN. Sockets use MSG_DONTWAIT, so
+//    a socket keeps the blocking mode the program gave it until accept,
+//    connect or sendfile, which have no per-call flag, make weft set
+//    O_NONBLOCK on the file (FdState::weft_nonblock). Pipes are made
+//    non-blocking when first seen (plain read/write is cheaper than
+//    RWF_NOWAIT), except descriptors 0-2, which keep their mode and use
+//    preadv2/pwritev2 with RWF_NOWAIT. weft_fcntl hides what weft set.
 //  - Remember unreadiness. Readiness is edge-triggered: an event arrives
 //    when a descriptor *becomes* ready. A stream read that returns less than
 //    asked, or EAGAIN, drained the kernel buffer, so the next read parks
@@ -44,7 +47,7 @@ enum class FdKind : uint8_t {
     Unknown,  // not looked at yet
     Stream,   // stream socket: recv/send with MSG_DONTWAIT; short read = drained
     Socket,   // datagram/seqpacket socket: MSG_DONTWAIT, a short read says nothing
-    Pipe,     // pipe or FIFO: preadv2/pwritev2 with RWF_NOWAIT; short read = drained
+    Pipe,     // pipe or FIFO: O_NONBLOCK (0-2: RWF_NOWAIT); short read = drained
     Pollable, // anything else pollable (tty, eventfd ...): O_NONBLOCK set by weft
     File,     // regular file or block device: never "not ready"; misses go async
 };
