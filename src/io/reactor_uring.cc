@@ -1,15 +1,17 @@
-// The io_uring backend (liburing). Readiness: a one-shot poll per waited-on
-// descriptor, added when a thread parks on it with the union of the events
-// its waiters want, like the poll backend's interest. A one-shot poll looks
-// at the file's state when it is added, so no edge can be missed, and it
-// ends in an ordinary completion, which the kernel never drops when the CQ
-// ring is full (IORING_FEAT_NODROP keeps it on the overflow list). Multishot
-// polls were tried first and lost wake-ups: a multishot poll that finds the
-// ring full ends, and on 6.18 some ended without any completion (the
-// 10,000-connection echo test with a 256-entry ring hung on them). The
-// one-shot SQE costs no system call: it goes in with the next io_uring_enter
-// (the wait that follows the park). Completions: disk reads and writes,
-// fsync, splice. Wake-ups: an eventfd with its own one-shot poll.
+// The io_uring backend (liburing). Readiness: a multishot poll per
+// descriptor, added when a thread first parks on it with the union of the
+// events its waiters want (widened by remove + re-add), like epoll's
+// edge-triggered registration: every wake-up of the file posts a completion
+// and the poll stays. A multishot poll that cannot post (the CQ ring is
+// full) ends with a last completion without IORING_CQE_F_MORE, which the
+// kernel keeps on its overflow list (IORING_FEAT_NODROP) until an enter
+// flushes it; reap() asks for that flush whenever the kernel flags an
+// overflow, and a poll that ended is added again for the waiters still
+// waiting. (A first multishot version that did not flush lost wake-ups
+// under overflow; one-shot polls, one per park, were correct but cost 20 %
+// of the pipe benchmark's throughput at 8 pipes — docs/io.md.)
+// Completions: disk reads and writes, fsync, splice. Wake-ups: an eventfd
+// with its own one-shot poll.
 //
 // Submissions are queued in the SQ ring and go to the kernel in one
 // io_uring_enter per scheduler iteration: poll() flushes them, wait()
@@ -72,7 +74,7 @@ public:
         s->armed = true;
         io_uring_sqe *sqe = sqe_get();
         // RDHUP with POLLIN: the peer's FIN is remembered (FdState::kReadEnded)
-        io_uring_prep_poll_add(sqe, fd, events | (events & POLLIN ? POLLRDHUP : 0u));
+        io_uring_prep_poll_multishot(sqe, fd, events | (events & POLLIN ? POLLRDHUP : 0u));
         io_uring_sqe_set_data64(sqe, poll_tag(s));
         return 0;
     }
@@ -175,6 +177,9 @@ private:
     // Deliver every completion in the ring. Returns how many there were.
     unsigned reap() {
         unsigned n = 0;
+        // Completions the kernel kept on its overflow list reach the ring
+        // only through an enter: ask for them.
+        if (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_CQ_OVERFLOW) enter(0, nullptr);
         for (;;) {
             io_uring_cqe *batch[64];
             unsigned got = io_uring_peek_batch_cqe(&ring_, batch, 64);
@@ -203,11 +208,16 @@ private:
         auto *s = reinterpret_cast<FdState *>(ud & ~(kGenMask << kGenShift));
         if (cqe->res == -ECANCELED) return; // removed
         if (s->reactor != this || !s->armed || ud != poll_tag(s)) return; // a removed poll's last word
-        s->armed = false;
-        s->backend_events = 0;
+        const bool more = cqe->flags & IORING_CQE_F_MORE;
+        if (!more) {
+            s->armed = false;
+            s->backend_events = 0;
+        }
         uint32_t revents = cqe->res < 0 ? POLLERR : static_cast<uint32_t>(cqe->res);
-        // Waiters that wanted other events still wait: poll again for them.
-        if (uint32_t still = io_ready(s, revents)) arm(s->backend_fd, s, still);
+        uint32_t still = io_ready(s, revents);
+        // The poll ended (the ring was full, or an error): poll again for
+        // the waiters still waiting.
+        if (!more && still) arm(s->backend_fd, s, still);
     }
 
     io_uring ring_;
