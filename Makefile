@@ -6,8 +6,9 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
-DEPS        = cmake ninja-build g++ make libgtest-dev python3 pkg-config liburing-dev
-BENCH_DEPS  = libst-dev
+DEPS        = cmake ninja-build g++ make libgtest-dev python3 pkg-config liburing-dev \
+              libst-dev libboost-context-dev libboost-fiber-dev
+BENCH_DEPS  = python3-matplotlib
 
 .PHONY: all deps build build-asan run test test-plain test-asan bench install clean
 

@@ -66,8 +66,27 @@ static inline void bench_usage(FILE *f, const char *prog, const char *system, lo
             prog, prog, system, prog, default_threads);
 }
 
+/* Is `name` one of the space-separated `names`? */
+static inline int bench_in(const char *names, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = names; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == names || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) return 1;
+    return 0;
+}
+
+/* bench_parse for a system that has only some of the benchmarks (`names`,
+ * space-separated): --list prints those, and asking for another is a usage
+ * error naming what the system has (run.py plans from --list). */
+static inline int bench_parse_only(int argc, char **argv, bench_opts *o, const char *system, long default_threads,
+                                   const char *names);
+
 /* 0: run opts->bench; 1: done (help/list printed), exit 0; 2: usage error. */
 static inline int bench_parse(int argc, char **argv, bench_opts *o, const char *system, long default_threads) {
+    return bench_parse_only(argc, argv, o, system, default_threads, BENCH_NAMES);
+}
+
+static inline int bench_parse_only(int argc, char **argv, bench_opts *o, const char *system, long default_threads,
+                                   const char *names) {
     memset(o, 0, sizeof *o);
     o->prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     o->min_time = 0.3;
@@ -78,7 +97,12 @@ static inline int bench_parse(int argc, char **argv, bench_opts *o, const char *
             bench_usage(stdout, argv[0], system, default_threads);
             return 1;
         } else if (!strcmp(a, "--list")) {
-            printf("create_join\nswitch\ncond_pingpong\nmutex_uncontended\nmemory_idle\n");
+            for (const char *p = names; *p;) {
+                size_t n = strcspn(p, " ");
+                printf("%.*s\n", (int)n, p);
+                p += n;
+                p += strspn(p, " ");
+            }
             return 1;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
@@ -105,6 +129,10 @@ static inline int bench_parse(int argc, char **argv, bench_opts *o, const char *
     }
     if (!bench_id(o->bench)) {
         fprintf(stderr, "%s: unknown benchmark '%s' (one of: %s)\n", argv[0], o->bench, BENCH_NAMES);
+        return 2;
+    }
+    if (!bench_in(names, o->bench)) {
+        fprintf(stderr, "%s: '%s' is not available on %s (it has: %s)\n", argv[0], o->bench, system, names);
         return 2;
     }
     if (!o->threads) o->threads = default_threads;

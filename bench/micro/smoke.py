@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Smoke test: each core benchmark binary runs a tiny configuration and
-prints well-formed JSON records (not a speed check).
+prints well-formed JSON records (not a speed check). A binary runs the
+benchmarks its --list names (Boost.Context has only two); each must be one
+this script knows, and a name it does not list must be refused.
 
 usage: smoke.py BENCH_BINARY SYSTEM_ID
 """
@@ -19,7 +21,21 @@ BENCHES = {
 
 def main():
     binary, system = sys.argv[1], sys.argv[2]
-    for name, (bench_id, unit) in BENCHES.items():
+    listed = subprocess.run([binary, "--list"], capture_output=True, text=True, timeout=30)
+    names = listed.stdout.split()
+    if listed.returncode != 0 or not names:
+        sys.exit(f"{binary} --list: exit {listed.returncode}, names {names!r}")
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        sys.exit(f"{binary} --list names benchmarks this script does not know: {unknown}")
+    for name in BENCHES:
+        if name in names:
+            continue
+        out = subprocess.run([binary, "--bench", name, "--json"], capture_output=True, text=True, timeout=30)
+        if out.returncode != 2 or out.stdout.strip():
+            sys.exit(f"{name} is not listed, so it must be refused (exit 2, no record): exit {out.returncode}")
+    for name in names:
+        bench_id, unit = BENCHES[name]
         args = [binary, "--bench", name, "--json"]
         args += ["--threads", "200"] if name == "memory_idle" else ["--iters", "2000"]
         out = subprocess.run(args, capture_output=True, text=True, timeout=120)

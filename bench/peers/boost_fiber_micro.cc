@@ -1,0 +1,164 @@
+// boost-fiber-micro — the core microbenchmarks on Boost.Fiber (Boost 1.74,
+// Debian's libboost-fiber-dev): user-level threads with a scheduler (the
+// default round_robin, on the main kernel thread) and fiber-aware mutexes
+// and condition variables. Same command line and output as weft-micro
+// (bench/micro/harness.h); system id "boost-fiber".
+//
+//   create_join        fiber on a pooled 64 KiB stack + join
+//   switch             two fibers calling this_fiber::yield in turn
+//   cond_pingpong      fibers::mutex + two fibers::condition_variable + a turn
+//   mutex_uncontended  fibers::mutex lock + unlock
+//   memory_idle        fibers parked in condition_variable::wait, each on its
+//                      own 64 KiB stack from fixedsize_stack (malloc)
+#include <boost/fiber/all.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "harness.h"
+
+namespace fibers = boost::fibers;
+
+namespace {
+
+constexpr const char *kSystem = "boost-fiber";
+constexpr size_t kStack = 64 * 1024;
+constexpr long kDefaultIdle = 100000;
+
+uint64_t run_create_join(long iters, void *) {
+    fibers::pooled_fixedsize_stack pool(kStack);
+    const uint64_t t0 = bench_now_ns();
+    for (long i = 0; i < iters; ++i) {
+        fibers::fiber f(std::allocator_arg, pool, [] {});
+        f.join();
+    }
+    return bench_now_ns() - t0;
+}
+
+uint64_t run_switch(long iters, void *) {
+    auto yielder = [iters] {
+        for (long i = 0; i < iters; ++i) boost::this_fiber::yield();
+    };
+    const uint64_t t0 = bench_now_ns();
+    fibers::fiber a(std::allocator_arg, fibers::pooled_fixedsize_stack(kStack), yielder);
+    fibers::fiber b(std::allocator_arg, fibers::pooled_fixedsize_stack(kStack), yielder);
+    a.join();
+    b.join();
+    return bench_now_ns() - t0;
+}
+
+uint64_t run_cond_pingpong(long iters, void *) {
+    fibers::mutex mu;
+    fibers::condition_variable cv[2];
+    int turn = 0;
+    auto player = [&](int me) {
+        const int other = 1 - me;
+        std::unique_lock<fibers::mutex> l(mu);
+        for (long i = 0; i < iters; ++i) {
+            while (turn != me) cv[me].wait(l);
+            turn = other;
+            cv[other].notify_one();
+        }
+    };
+    const uint64_t t0 = bench_now_ns();
+    fibers::fiber a(std::allocator_arg, fibers::pooled_fixedsize_stack(kStack), player, 0);
+    fibers::fiber b(std::allocator_arg, fibers::pooled_fixedsize_stack(kStack), player, 1);
+    a.join();
+    b.join();
+    return bench_now_ns() - t0;
+}
+
+uint64_t run_mutex(long iters, void *) {
+    static fibers::mutex mu;
+    static volatile long counter;
+    const uint64_t t0 = bench_now_ns();
+    for (long i = 0; i < iters; ++i) {
+        mu.lock();
+        counter = counter + 1;
+        mu.unlock();
+    }
+    return bench_now_ns() - t0;
+}
+
+int run_memory_idle(const bench_opts *o) {
+    const long n = o->threads;
+    fibers::mutex mu;
+    fibers::condition_variable cv;
+    bool released = false;
+    long parked = 0;
+    std::vector<fibers::fiber> fs;
+    fs.reserve(static_cast<size_t>(n)); // resident before the baseline
+    std::memset(static_cast<void *>(fs.data()), 0, static_cast<size_t>(n) * sizeof(fibers::fiber));
+    auto idler = [&] {
+        std::unique_lock<fibers::mutex> l(mu);
+        ++parked;
+        while (!released) cv.wait(l);
+    };
+    { // warm the paths
+        fibers::fiber w(std::allocator_arg, fibers::fixedsize_stack(kStack), [] {});
+        w.join();
+    }
+    const long rss0 = bench_rss_bytes();
+    const uint64_t t0 = bench_now_ns();
+    long created = 0;
+    try {
+        for (; created < n; ++created) {
+            fs.emplace_back(std::allocator_arg, fibers::fixedsize_stack(kStack), idler);
+            bench_progress(o->prog, "created", created + 1, n, 100000);
+        }
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "boost-fiber-micro: creating fiber %ld failed: %s\n", created, e.what());
+    }
+    while (parked < created) boost::this_fiber::yield();
+    const uint64_t t1 = bench_now_ns();
+    const long rss1 = bench_rss_bytes();
+    {
+        std::lock_guard<fibers::mutex> l(mu);
+        released = true;
+    }
+    cv.notify_all();
+    for (auto &f : fs) f.join();
+    const uint64_t t2 = bench_now_ns();
+    if (created == 0 || rss0 < 0 || rss1 < 0) {
+        std::fprintf(stderr, "boost-fiber-micro: memory_idle: no measurement (created=%ld)\n", created);
+        return 1;
+    }
+    char params[320];
+    std::snprintf(params, sizeof params,
+                  "\"threads\": %ld, \"requested\": %ld, \"stack\": %zu, \"park\": \"condition_variable::wait\", "
+                  "\"rss_before\": %ld, \"rss_after\": %ld, \"create_park_s\": %.3f, \"teardown_s\": %.3f%s",
+                  created, n, kStack, rss0, rss1, double(t1 - t0) / 1e9, double(t2 - t1) / 1e9,
+                  created < n ? ", \"limited\": \"fiber creation failed\"" : "");
+    bench_report(o, kSystem, params, "bytes", double(rss1 - rss0) / double(created), 0);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    bench_opts o;
+    int r = bench_parse(argc, argv, &o, "Boost.Fiber", kDefaultIdle);
+    if (r) return r == 1 ? 0 : 2;
+    bench_check_pinned(argv[0]);
+    long iters = 0;
+    double v;
+    const char *b = o.bench;
+    if (!std::strcmp(b, "memory_idle")) return run_memory_idle(&o);
+    if (!std::strcmp(b, "create_join")) {
+        v = bench_measure(&o, run_create_join, nullptr, 1.0, &iters);
+        bench_report(&o, kSystem, "\"op\": \"fiber (pooled stack) + join\", \"stack\": 65536", "ns", v, iters);
+    } else if (!std::strcmp(b, "switch")) {
+        v = bench_measure(&o, run_switch, nullptr, 2.0, &iters);
+        bench_report(&o, kSystem, "\"op\": \"this_fiber::yield\", \"threads\": 2", "ns", v, iters);
+    } else if (!std::strcmp(b, "cond_pingpong")) {
+        v = bench_measure(&o, run_cond_pingpong, nullptr, 2.0, &iters);
+        bench_report(&o, kSystem, "\"op\": \"mutex + 2 condition_variable + turn\", \"threads\": 2", "ns", v, iters);
+    } else if (!std::strcmp(b, "mutex_uncontended")) {
+        v = bench_measure(&o, run_mutex, nullptr, 1.0, &iters);
+        bench_report(&o, kSystem, "\"op\": \"fibers::mutex lock+unlock\"", "ns", v, iters);
+    }
+    return 0;
+}
