@@ -29,13 +29,13 @@ Python 3 standard library only. Usage:
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
+
+from benchlib import log, machine_line, pick_cpu, run_one
 
 BENCH_ID = "fig2.pipetest"
 # (system id, binary, extra arguments)
@@ -60,19 +60,13 @@ CPU_SHARE_OK = 0.9
 ATTEMPTS = 3
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
 def fmt_rate(v):
     return "—" if v is None else f"{v / 1e3:,.0f}k"
 
 
-def pick_cpu(wanted):
-    allowed = sorted(os.sched_getaffinity(0))
-    if wanted in allowed:
-        return wanted, None
-    return allowed[-1], f"CPU {wanted} is not available to this process; using CPU {allowed[-1]}"
+def verified(rec):
+    """A record whose binary did not verify every token is a failed run."""
+    return None if rec.get("verified") is True else "token check failed"
 
 
 def max_pipes():
@@ -89,45 +83,6 @@ def pipe_counts(top):
     if counts and counts[-1] != top:
         counts.append(top)  # the largest ring the descriptor limit allows
     return counts
-
-
-def run_one(cmd, timeout):
-    """Run one benchmark process. Returns (record or None, reason or None, seconds)."""
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s", time.monotonic() - t0
-    except OSError as e:
-        return None, f"could not run: {e}", time.monotonic() - t0
-    dt = time.monotonic() - t0
-    recs = []
-    for line in p.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                recs.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    if p.returncode != 0 or not recs:
-        tail = " | ".join(p.stderr.strip().splitlines()[-3:])
-        return None, f"exit {p.returncode}: {tail or 'no output'}", dt
-    if recs[-1].get("verified") is not True:
-        return None, "token check failed", dt
-    return recs[-1], None, dt
-
-
-def machine_line():
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs, {cpu}"
 
 
 def find_systems(bench_dir):
@@ -344,7 +299,7 @@ def main():
                "--timeout", str(run_timeout - 5), "--json"] + extra
         label = f"[{i}/{len(plan)}] {sysid} pipes={n:,} rep {r + 1}"
         for attempt in range(1, ATTEMPTS + 1):
-            rec, why, dt = run_one(cmd, run_timeout)
+            rec, why, dt = run_one(cmd, run_timeout, check=verified)
             share = rec.get("cpu_share") if rec else None
             if rec is None or share is None or share >= CPU_SHARE_OK or attempt == ATTEMPTS:
                 break

@@ -20,12 +20,13 @@ Python 3 standard library only. Usage:
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+
+from benchlib import log, machine_line, pick_cpu, run_one
 
 SYSTEMS = [("weft", "weft-micro"), ("st", "st-micro"), ("nptl", "nptl-micro"),
            ("boost-context", "boost-context-micro"), ("boost-fiber", "boost-fiber-micro"), ("go", "go-micro")]
@@ -70,10 +71,6 @@ GOALS = [
 ]
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
 def fmt(v):
     if v is None:
         return "—"
@@ -82,50 +79,6 @@ def fmt(v):
     if v >= 100:
         return f"{v:.0f}"
     return f"{v:.2f}"
-
-
-def pick_cpu(wanted):
-    allowed = sorted(os.sched_getaffinity(0))
-    if wanted in allowed:
-        return wanted, None
-    return allowed[-1], f"CPU {wanted} is not available to this process; using CPU {allowed[-1]}"
-
-
-def run_one(cmd, timeout):
-    """Run one benchmark process. Returns (record or None, reason or None, seconds)."""
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s", time.monotonic() - t0
-    except OSError as e:
-        return None, f"could not run: {e}", time.monotonic() - t0
-    dt = time.monotonic() - t0
-    recs = []
-    for line in p.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                recs.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    if p.returncode != 0 or not recs:
-        tail = " | ".join(l for l in p.stderr.strip().splitlines()[-3:])
-        return None, f"exit {p.returncode}: {tail or 'no output'}", dt
-    return recs[-1], None, dt
-
-
-def machine_line():
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs, {cpu}"
 
 
 def main():
