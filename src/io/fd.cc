@@ -97,8 +97,10 @@ void classify(Vproc *vp, FdState *s, int fd) {
     if (fl < 0 || fstat(fd, &st) != 0) return; // stays Unknown: the call itself reports EBADF
     s->user_nonblock = fl & O_NONBLOCK;
     s->weft_nonblock = false;
+    s->direct = false;
     if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode)) {
         s->kind = FdKind::File;
+        s->direct = fl & O_DIRECT;
     } else if (S_ISFIFO(st.st_mode)) {
         // A pipe: made non-blocking, as a socket is, for the cheaper plain
         // read/write — except the standard descriptors, which a shell often

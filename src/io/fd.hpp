@@ -67,6 +67,7 @@ struct FdState {
     bool user_nonblock = false;      // the program wants EAGAIN, not a park
     bool weft_nonblock = false;      // weft set O_NONBLOCK on the file
     bool armed = false;              // registered with `reactor` (edge-triggered backends)
+    bool direct = false;             // a File opened O_DIRECT: every transfer goes to the device
     std::atomic<uint8_t> ready{kReadable | kWritable}; // not known to be unready
     std::atomic<uint32_t> seq{0};    // events delivered so far
     Reactor *reactor = nullptr;      // the reactor it is armed in

@@ -7,6 +7,7 @@
 // (Capriccio §2.6 measured its disk path at twice NPTL's cost for hits).
 // A short RWF_NOWAIT read of a regular file (part cached) continues
 // asynchronously for the rest: a read from a file is never short before EOF.
+// An O_DIRECT file goes asynchronous at once (FdState::direct).
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -44,7 +45,11 @@ ssize_t file_rw_async(Vproc *vp, int fd, bool write, const iovec *iov, int cnt, 
 
 } // namespace
 
-ssize_t file_rw(Vproc *vp, FdState *, int fd, bool write, const iovec *iov_in, int cnt, off_t off, const void *site) {
+ssize_t file_rw(Vproc *vp, FdState *s, int fd, bool write, const iovec *iov_in, int cnt, off_t off, const void *site) {
+    // O_DIRECT bypasses the page cache, so there is no hit to take inline —
+    // and RWF_NOWAIT does not make a direct transfer return EAGAIN when it
+    // needs the device: the call would hold the vproc for the whole I/O.
+    if (s && s->direct) return file_rw_async(vp, fd, write, iov_in, cnt, off, site);
     vp->stats.io_syscalls.add();
     ssize_t r = write ? sys(pwritev2(fd, iov_in, cnt, off, RWF_NOWAIT)) : sys(preadv2(fd, iov_in, cnt, off, RWF_NOWAIT));
     size_t total = iov_total(iov_in, cnt);

@@ -392,7 +392,10 @@ int weft_fcntl(int fd, int cmd, ...) {
         bool user = fl & O_NONBLOCK;
         if (s->weft_nonblock) fl |= O_NONBLOCK;
         int r = fcntl(fd, F_SETFL, fl);
-        if (r == 0) s->user_nonblock = user;
+        if (r == 0) {
+            s->user_nonblock = user;
+            if (s->kind == FdKind::File) s->direct = fl & O_DIRECT;
+        }
         return r;
     }
     return fcntl(fd, cmd, arg);
