@@ -20,6 +20,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,16 +30,59 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BENCH_NAMES "create_join switch cond_pingpong mutex_uncontended memory_idle"
+#define BENCH_NAMES                                                                                    \
+    "create_join switch cond_pingpong mutex_uncontended mutex_handoff memory_idle producer_consumer "  \
+    "odirect_read cache_miss_read"
+/* What the threads-only runtimes have (no asynchronous disk I/O to measure). */
+#define BENCH_NAMES_NO_DISK                                                                            \
+    "create_join switch cond_pingpong mutex_uncontended mutex_handoff memory_idle producer_consumer"
+
+/* Fig. 1: the buffer holds at most this many (empty) messages; a consumer
+ * "processes" one by bench_work: a random 0-127 steps of xorshift64. */
+#define BENCH_PC_CAPACITY 64
+#define BENCH_WORK_MAX 128
+/* Fig. 3 and 4: the read size, and the default threads of cache_miss_read. */
+#define BENCH_BLOCK 4096
+#define BENCH_DISK_THREADS 200
+/* Exit status of a benchmark the kernel refused (O_DIRECT): skipped, not failed. */
+#define BENCH_EXIT_SKIP 77
 
 typedef struct bench_opts {
     const char *prog;
     const char *bench;  /* one of BENCH_NAMES */
     long iters;         /* 0: calibrate */
-    long threads;       /* memory_idle: threads to park; 0: the binary's default */
+    long threads;       /* memory_idle, producer_consumer, *_read: threads; 0: the default */
     double min_time;    /* seconds one timed run should last */
     int json;
+    const char *file;     /* odirect_read, cache_miss_read: the big file, read with O_DIRECT */
+    const char *hit_file; /* cache_miss_read: the small file, read through the page cache */
+    double miss_rate;     /* cache_miss_read: share of reads from `file`, 0..1 */
 } bench_opts;
+
+/* xorshift64: the per-thread random numbers of the Fig. 1, 3 and 4 benchmarks. */
+static inline uint64_t bench_rng(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* A seed for thread `i` (never 0, which xorshift would keep). */
+static inline uint64_t bench_seed(uint64_t i) { return (i + 1) * 0x9E3779B97F4A7C15ull; }
+
+/* Fig. 1's "processing" of one message: a random 0..BENCH_WORK_MAX-1 steps of
+ * a dependent xorshift chain (~1 ns each). Returns a value the caller sums so
+ * the loop is not optimised away. Go's peer does the same steps. */
+static inline uint64_t bench_work(uint64_t *rng) {
+    uint64_t n = bench_rng(rng) % BENCH_WORK_MAX, x = *rng;
+    for (uint64_t i = 0; i < n; ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    return x;
+}
 
 /* Identifier used in the JSON records for a subcommand name. */
 static inline const char *bench_id(const char *name) {
@@ -45,25 +90,42 @@ static inline const char *bench_id(const char *name) {
     if (!strcmp(name, "switch")) return "table1.switch";
     if (!strcmp(name, "cond_pingpong")) return "table1.cond_pingpong";
     if (!strcmp(name, "mutex_uncontended")) return "table1.mutex_uncontended";
+    if (!strcmp(name, "mutex_handoff")) return "table1.mutex_handoff";
     if (!strcmp(name, "memory_idle")) return "memory.idle_thread";
+    if (!strcmp(name, "producer_consumer")) return "fig1.producer_consumer";
+    if (!strcmp(name, "odirect_read")) return "fig3.odirect_random_read";
+    if (!strcmp(name, "cache_miss_read")) return "fig4.cache_miss_read";
     return NULL;
 }
 
 static inline void bench_usage(FILE *f, const char *prog, const char *system, long default_threads) {
     fprintf(f,
             "usage: %s --bench NAME [--iters N] [--threads N] [--min-time S] [--json]\n"
+            "          [--file PATH] [--hit-file PATH] [--miss-rate R]\n"
             "       %s --list | --help\n"
-            "Core microbenchmarks of %s, all on one kernel thread / vproc.\n"
-            "Pin the process to one CPU yourself (taskset -c 1 %s ...).\n"
+            "Microbenchmarks of %s (Capriccio section 2), all on one kernel thread / vproc\n"
+            "(the disk reads of NPTL: one kernel thread per reader). --list shows which this\n"
+            "binary has. Pin the process to one CPU yourself (taskset -c 1 %s ...).\n"
             "  create_join        ns per thread create + join of a trivial thread\n"
             "  switch             ns per switch, two threads yielding in turn\n"
             "  cond_pingpong      ns per one-way hand-off, mutex + condition variables\n"
             "  mutex_uncontended  ns per lock + unlock by one thread\n"
+            "  mutex_handoff      ns per hand-off: two threads each looping lock, yield,\n"
+            "                     unlock, yield (every lock waits for the other thread)\n"
             "  memory_idle        RSS bytes per parked thread (--threads, default %ld)\n"
+            "  producer_consumer  messages/s: --threads/2 producers and consumers, a mutex,\n"
+            "                     two condition variables, %d slots, random work per message\n"
+            "  odirect_read       reads/s: --threads (default 1) random 4 KiB reads of --file\n"
+            "                     opened with O_DIRECT\n"
+            "  cache_miss_read    reads/s: --threads (default %d) random 4 KiB reads, a share\n"
+            "                     --miss-rate of them from --file with O_DIRECT, the rest\n"
+            "                     from --hit-file through the page cache\n"
             "  --iters N          iterations of the timed run (default: calibrated)\n"
-            "  --min-time S       seconds a calibrated timed run lasts (default 0.3)\n"
-            "  --json             one JSON object per line on stdout\n",
-            prog, prog, system, prog, default_threads);
+            "  --min-time S       seconds a timed run lasts (default 0.3); producer_consumer\n"
+            "                     and the reads count for this long after a tenth as warm-up\n"
+            "  --json             one JSON object per line on stdout\n"
+            "Exit status: 0 ok, 1 failed, 2 usage, %d the kernel refused (O_DIRECT): skipped.\n",
+            prog, prog, system, prog, default_threads, BENCH_PC_CAPACITY, BENCH_DISK_THREADS, BENCH_EXIT_SKIP);
 }
 
 /* Is `name` one of the space-separated `names`? */
@@ -114,6 +176,17 @@ static inline int bench_parse_only(int argc, char **argv, bench_opts *o, const c
         } else if (!strcmp(a, "--threads") && has_val) {
             o->threads = atol(argv[++i]);
             if (o->threads <= 0) { fprintf(stderr, "%s: --threads must be > 0\n", argv[0]); return 2; }
+        } else if (!strcmp(a, "--file") && has_val) {
+            o->file = argv[++i];
+        } else if (!strcmp(a, "--hit-file") && has_val) {
+            o->hit_file = argv[++i];
+        } else if (!strcmp(a, "--miss-rate") && has_val) {
+            char *end;
+            o->miss_rate = strtod(argv[++i], &end);
+            if (*end || !(o->miss_rate >= 0 && o->miss_rate <= 1)) {
+                fprintf(stderr, "%s: --miss-rate must be a number from 0 to 1\n", argv[0]);
+                return 2;
+            }
         } else if (!strcmp(a, "--min-time") && has_val) {
             o->min_time = atof(argv[++i]);
             if (!(o->min_time > 0)) { fprintf(stderr, "%s: --min-time must be > 0\n", argv[0]); return 2; }
@@ -135,8 +208,70 @@ static inline int bench_parse_only(int argc, char **argv, bench_opts *o, const c
         fprintf(stderr, "%s: '%s' is not available on %s (it has: %s)\n", argv[0], o->bench, system, names);
         return 2;
     }
-    if (!o->threads) o->threads = default_threads;
+    int disk = !strcmp(o->bench, "odirect_read") || !strcmp(o->bench, "cache_miss_read");
+    if (disk && !o->file) {
+        fprintf(stderr, "%s: %s needs --file PATH (a file of at least %d bytes)\n", argv[0], o->bench, BENCH_BLOCK);
+        return 2;
+    }
+    if (!strcmp(o->bench, "cache_miss_read") && !o->hit_file) {
+        fprintf(stderr, "%s: cache_miss_read needs --hit-file PATH\n", argv[0]);
+        return 2;
+    }
+    if (!o->threads) {
+        if (!strcmp(o->bench, "memory_idle")) o->threads = default_threads;
+        else if (!strcmp(o->bench, "producer_consumer")) o->threads = 2;
+        else if (!strcmp(o->bench, "odirect_read")) o->threads = 1;
+        else if (!strcmp(o->bench, "cache_miss_read")) o->threads = BENCH_DISK_THREADS;
+    }
+    if (!strcmp(o->bench, "producer_consumer") && (o->threads < 2 || o->threads % 2)) {
+        fprintf(stderr, "%s: producer_consumer needs an even --threads >= 2 (half producers, half consumers)\n",
+                argv[0]);
+        return 2;
+    }
     return 0;
+}
+
+/* Blocks of BENCH_BLOCK bytes in `fd`'s file; < 1 with a message on error. */
+static inline long bench_file_blocks(const char *prog, int fd, const char *path) {
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < BENCH_BLOCK) {
+        fprintf(stderr, "%s: %s: %s\n", prog, path, end < 0 ? strerror(errno) : "smaller than one 4 KiB block");
+        return 0;
+    }
+    return (long)(end / BENCH_BLOCK);
+}
+
+/* Open the disk benchmarks' files: *direct with O_DIRECT (exit
+ * BENCH_EXIT_SKIP with a message where the file system refuses it), *cached
+ * (if asked) normally, then read through once so its pages are cached. */
+static inline void bench_open_files(const bench_opts *o, int *direct, long *direct_blocks, int *cached,
+                                    long *cached_blocks) {
+    *direct = open(o->file, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (*direct < 0) {
+        int e = errno;
+        fprintf(stderr, "%s: open(%s, O_DIRECT): %s%s\n", o->prog, o->file, strerror(e),
+                e == EINVAL ? " (the file system refuses O_DIRECT: skipped)" : "");
+        exit(e == EINVAL ? BENCH_EXIT_SKIP : 1);
+    }
+    if (!(*direct_blocks = bench_file_blocks(o->prog, *direct, o->file))) exit(1);
+    if (!cached) return;
+    *cached = open(o->hit_file, O_RDONLY | O_CLOEXEC);
+    if (*cached < 0) {
+        fprintf(stderr, "%s: open(%s): %s\n", o->prog, o->hit_file, strerror(errno));
+        exit(1);
+    }
+    if (!(*cached_blocks = bench_file_blocks(o->prog, *cached, o->hit_file))) exit(1);
+    static char warm[1 << 16];
+    for (off_t off = 0; pread(*cached, warm, sizeof warm, off) > 0; off += sizeof warm) {
+    }
+}
+
+/* One read's block: from the direct file with probability miss_rate. */
+static inline int bench_pick_read(uint64_t *rng, double miss_rate, long direct_blocks, long cached_blocks,
+                                  off_t *off) {
+    int miss = miss_rate >= 1 || (double)(bench_rng(rng) % 1000000) < miss_rate * 1e6;
+    *off = (off_t)(bench_rng(rng) % (uint64_t)(miss ? direct_blocks : cached_blocks)) * BENCH_BLOCK;
+    return miss;
 }
 
 /* Warn when the process may run on more than one CPU: the numbers then
@@ -203,6 +338,24 @@ static inline double bench_measure(const bench_opts *o, bench_timed_fn fn, void 
     bench_cpu_share = w1 > w0 ? (double)(c1 - c0) / (double)(w1 - w0) : 0;
     *iters_out = iters;
     return (double)elapsed / ((double)iters * ops_per_iter);
+}
+
+/* The counting window of the duration benchmarks (producer_consumer and the
+ * reads): open it after the warm-up, close it with the count it saw. */
+typedef struct bench_window {
+    uint64_t wall0, cpu0;
+} bench_window;
+
+static inline void bench_window_open(bench_window *w) {
+    w->cpu0 = bench_cpu_ns();
+    w->wall0 = bench_now_ns();
+}
+
+/* Count per second over the window; sets the cpu_share reported with it. */
+static inline double bench_window_close(const bench_window *w, long count) {
+    const uint64_t wall = bench_now_ns() - w->wall0, cpu = bench_cpu_ns() - w->cpu0;
+    bench_cpu_share = wall ? (double)cpu / (double)wall : 0;
+    return wall ? (double)count * 1e9 / (double)wall : 0;
 }
 
 /* Print the result: a human line, or with --json one JSON object per line.

@@ -113,6 +113,232 @@ uint64_t run_mutex(long iters, void *) {
     return bench_now_ns() - t0;
 }
 
+// ---- mutex_handoff: two threads each lock, yield, unlock, yield ----------
+// The yield while holding lets the other thread run into the held mutex and
+// park; the unlock hands it over; the second yield lets it take it.
+
+struct Handoff {
+    weft_mutex_t mu = WEFT_MUTEX_INITIALIZER;
+    long iters = 0;
+};
+
+void *handoff(void *arg) {
+    auto *h = static_cast<Handoff *>(arg);
+    for (long i = 0; i < h->iters; ++i) {
+        weft_mutex_lock(&h->mu);
+        weft_yield();
+        weft_mutex_unlock(&h->mu);
+        weft_yield();
+    }
+    return nullptr;
+}
+
+uint64_t run_mutex_handoff(long iters, void *) {
+    Handoff h;
+    h.iters = iters;
+    weft_thread_t a, b;
+    uint64_t t0 = bench_now_ns();
+    check(weft_thread_create(&a, nullptr, handoff, &h), "weft_thread_create");
+    check(weft_thread_create(&b, nullptr, handoff, &h), "weft_thread_create");
+    check(weft_thread_join(a, nullptr), "weft_thread_join");
+    check(weft_thread_join(b, nullptr), "weft_thread_join");
+    return bench_now_ns() - t0;
+}
+
+// ---- producer_consumer (Fig. 1) -------------------------------------------
+
+struct Buffer {
+    weft_mutex_t mu = WEFT_MUTEX_INITIALIZER;
+    weft_cond_t not_empty = WEFT_COND_INITIALIZER, not_full = WEFT_COND_INITIALIZER;
+    long count = 0; // (empty) messages in the buffer
+    long consumed = 0;
+    bool stop = false;
+};
+
+void *producer(void *arg) {
+    auto *b = static_cast<Buffer *>(arg);
+    for (;;) {
+        weft_mutex_lock(&b->mu);
+        while (b->count == BENCH_PC_CAPACITY && !b->stop) weft_cond_wait(&b->not_full, &b->mu);
+        if (b->stop) break;
+        ++b->count;
+        weft_cond_signal(&b->not_empty);
+        weft_mutex_unlock(&b->mu);
+    }
+    weft_mutex_unlock(&b->mu);
+    return nullptr;
+}
+
+struct Consumer {
+    Buffer *b;
+    uint64_t rng, sink;
+};
+
+void *consumer(void *arg) {
+    auto *c = static_cast<Consumer *>(arg);
+    Buffer *b = c->b;
+    for (;;) {
+        weft_mutex_lock(&b->mu);
+        while (b->count == 0 && !b->stop) weft_cond_wait(&b->not_empty, &b->mu);
+        if (b->stop) break;
+        --b->count;
+        ++b->consumed;
+        weft_cond_signal(&b->not_full);
+        weft_mutex_unlock(&b->mu);
+        c->sink += bench_work(&c->rng);
+    }
+    weft_mutex_unlock(&b->mu);
+    return nullptr;
+}
+
+long locked_read(weft_mutex_t *mu, const long *v) {
+    weft_mutex_lock(mu);
+    long x = *v;
+    weft_mutex_unlock(mu);
+    return x;
+}
+
+int run_producer_consumer(const bench_opts *o) {
+    const long n = o->threads, half = n / 2;
+    Buffer b;
+    std::vector<Consumer> cons(static_cast<size_t>(half));
+    std::vector<weft_thread_t> ts(static_cast<size_t>(n));
+    long created = 0;
+    for (; created < n; ++created) {
+        void *arg = &b;
+        void *(*fn)(void *) = producer;
+        if (created % 2) { // interleaved: equal numbers even if creation fails part-way
+            Consumer &c = cons[static_cast<size_t>(created / 2)];
+            c = Consumer{&b, bench_seed(static_cast<uint64_t>(created)), 0};
+            arg = &c;
+            fn = consumer;
+        }
+        if (int err = weft_thread_create(&ts[static_cast<size_t>(created)], nullptr, fn, arg)) {
+            std::fprintf(stderr, "weft-micro: weft_thread_create failed after %ld threads: %s\n", created,
+                         std::strerror(err));
+            break;
+        }
+    }
+    bool ok = created == n;
+    double rate = 0;
+    long counted = 0;
+    if (ok) {
+        weft_sleep_ns(static_cast<uint64_t>(o->min_time * 1e8)); // warm-up: a tenth
+        bench_window w;
+        long c0 = locked_read(&b.mu, &b.consumed);
+        bench_window_open(&w);
+        weft_sleep_ns(static_cast<uint64_t>(o->min_time * 1e9));
+        counted = locked_read(&b.mu, &b.consumed) - c0;
+        rate = bench_window_close(&w, counted);
+    }
+    weft_mutex_lock(&b.mu);
+    b.stop = true;
+    weft_cond_broadcast(&b.not_empty);
+    weft_cond_broadcast(&b.not_full);
+    weft_mutex_unlock(&b.mu);
+    uint64_t sink = 0;
+    for (long i = 0; i < created; ++i) check(weft_thread_join(ts[static_cast<size_t>(i)], nullptr), "weft_thread_join");
+    for (const Consumer &c : cons) sink += c.sink;
+    if (!ok) return 1;
+    char params[256];
+    std::snprintf(params, sizeof params,
+                  "\"threads\": %ld, \"capacity\": %d, \"work_max\": %d, \"stack\": %s, \"sink\": %llu", n,
+                  BENCH_PC_CAPACITY, BENCH_WORK_MAX, g_stack, static_cast<unsigned long long>(sink % 1000));
+    bench_report(o, kSystem, params, "msgs/s", rate, counted);
+    return 0;
+}
+
+// ---- odirect_read (Fig. 3), cache_miss_read (Fig. 4) ------------------------
+
+struct Disk {
+    int direct = -1, cached = -1;
+    long direct_blocks = 0, cached_blocks = 0;
+    double miss_rate = 1;
+    long done = 0, misses = 0;
+    bool stop = false;
+    int err = 0;
+};
+
+struct Reader {
+    Disk *d;
+    uint64_t rng;
+};
+
+void *reader(void *arg) {
+    auto *r = static_cast<Reader *>(arg);
+    Disk *d = r->d;
+    void *buf = std::aligned_alloc(BENCH_BLOCK, BENCH_BLOCK);
+    if (!buf) {
+        d->err = ENOMEM;
+        return nullptr;
+    }
+    while (!d->stop) {
+        off_t off;
+        int miss = bench_pick_read(&r->rng, d->miss_rate, d->direct_blocks, d->cached_blocks, &off);
+        ssize_t got = weft_pread(miss ? d->direct : d->cached, buf, BENCH_BLOCK, off);
+        if (got != BENCH_BLOCK) {
+            d->err = got < 0 ? errno : EIO;
+            break;
+        }
+        ++d->done;
+        d->misses += miss;
+        // weft threads are cooperative: a reader whose reads all hit the
+        // page cache never parks, so it lets the others run now and then.
+        if ((d->done & 15) == 0) weft_yield();
+    }
+    std::free(buf);
+    return nullptr;
+}
+
+int run_disk(const bench_opts *o) {
+    const bool fig4 = !std::strcmp(o->bench, "cache_miss_read");
+    Disk d;
+    bench_open_files(o, &d.direct, &d.direct_blocks, fig4 ? &d.cached : nullptr, &d.cached_blocks);
+    d.miss_rate = fig4 ? o->miss_rate : 1.0;
+    const long n = o->threads;
+    std::vector<Reader> rs(static_cast<size_t>(n));
+    std::vector<weft_thread_t> ts(static_cast<size_t>(n));
+    long created = 0;
+    for (; created < n; ++created) {
+        rs[static_cast<size_t>(created)] = Reader{&d, bench_seed(static_cast<uint64_t>(created))};
+        if (int err = weft_thread_create(&ts[static_cast<size_t>(created)], nullptr, reader,
+                                         &rs[static_cast<size_t>(created)])) {
+            std::fprintf(stderr, "weft-micro: weft_thread_create failed after %ld threads: %s\n", created,
+                         std::strerror(err));
+            break;
+        }
+    }
+    weft_sleep_ns(static_cast<uint64_t>(o->min_time * 1e8));
+    bench_window w;
+    const long c0 = d.done, m0 = d.misses;
+    bench_window_open(&w);
+    weft_sleep_ns(static_cast<uint64_t>(o->min_time * 1e9));
+    const long counted = d.done - c0, missed = d.misses - m0;
+    const double rate = bench_window_close(&w, counted);
+    d.stop = true;
+    for (long i = 0; i < created; ++i) check(weft_thread_join(ts[static_cast<size_t>(i)], nullptr), "weft_thread_join");
+    close(d.direct);
+    if (d.cached >= 0) close(d.cached);
+    if (d.err) {
+        std::fprintf(stderr, "weft-micro: %s: weft_pread: %s\n", o->bench, std::strerror(d.err));
+        return 1;
+    }
+    if (created != n || counted == 0) {
+        std::fprintf(stderr, "weft-micro: %s: no measurement (%ld threads, %ld reads)\n", o->bench, created, counted);
+        return 1;
+    }
+    char params[256];
+    if (fig4)
+        std::snprintf(params, sizeof params,
+                      "\"threads\": %ld, \"miss_rate\": %g, \"measured_miss_rate\": %.4f, \"block\": %d, \"io\": \"%s\"",
+                      n, o->miss_rate, (double)missed / (double)counted, BENCH_BLOCK, weft_io_backend());
+    else
+        std::snprintf(params, sizeof params, "\"threads\": %ld, \"block\": %d, \"file_blocks\": %ld, \"io\": \"%s\"", n,
+                      BENCH_BLOCK, d.direct_blocks, weft_io_backend());
+    bench_report(o, kSystem, params, "reads/s", rate, counted);
+    return 0;
+}
+
 // ---- memory_idle ----------------------------------------------------------
 
 struct Idle {
@@ -179,6 +405,8 @@ int bench_main(void *) {
     long iters = 0;
     double v;
     if (!std::strcmp(b, "memory_idle")) return run_memory_idle(o);
+    if (!std::strcmp(b, "producer_consumer")) return run_producer_consumer(o);
+    if (!std::strcmp(b, "odirect_read") || !std::strcmp(b, "cache_miss_read")) return run_disk(o);
     if (!std::strcmp(b, "create_join")) {
         v = bench_measure(o, run_create_join, nullptr, 1.0, &iters);
         char params[128];
@@ -191,6 +419,9 @@ int bench_main(void *) {
     } else if (!std::strcmp(b, "cond_pingpong")) {
         v = bench_measure(o, run_cond_pingpong, nullptr, 2.0, &iters);
         bench_report(o, kSystem, "\"op\": \"mutex + 2 weft_cond_t + turn\", \"threads\": 2", "ns", v, iters);
+    } else if (!std::strcmp(b, "mutex_handoff")) {
+        v = bench_measure(o, run_mutex_handoff, nullptr, 2.0, &iters);
+        bench_report(o, kSystem, "\"op\": \"lock, weft_yield, unlock, weft_yield\", \"threads\": 2", "ns", v, iters);
     } else if (!std::strcmp(b, "mutex_uncontended")) {
         v = bench_measure(o, run_mutex, nullptr, 1.0, &iters);
         bench_report(o, kSystem, "\"op\": \"weft_mutex_lock+weft_mutex_unlock\"", "ns", v, iters);

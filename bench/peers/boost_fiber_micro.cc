@@ -8,12 +8,16 @@
 //   switch             two fibers calling this_fiber::yield in turn
 //   cond_pingpong      fibers::mutex + two fibers::condition_variable + a turn
 //   mutex_uncontended  fibers::mutex lock + unlock
+//   mutex_handoff      two fibers each: lock, yield, unlock, yield
+//   producer_consumer  --threads/2 producer and consumer fibers, a
+//                      fibers::mutex and two condition_variables (Fig. 1)
 //   memory_idle        fibers parked in condition_variable::wait, each on its
 //                      own 64 KiB stack from fixedsize_stack (malloc)
 #include <boost/fiber/all.hpp>
 
 #include <cstdio>
 #include <cstring>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -83,6 +87,101 @@ uint64_t run_mutex(long iters, void *) {
     return bench_now_ns() - t0;
 }
 
+uint64_t run_mutex_handoff(long iters, void *) {
+    fibers::mutex mu;
+    auto body = [&] {
+        for (long i = 0; i < iters; ++i) {
+            mu.lock();
+            boost::this_fiber::yield();
+            mu.unlock();
+            boost::this_fiber::yield();
+        }
+    };
+    const uint64_t t0 = bench_now_ns();
+    fibers::fiber a(std::allocator_arg, fibers::pooled_fixedsize_stack(kStack), body);
+    fibers::fiber b(std::allocator_arg, fibers::pooled_fixedsize_stack(kStack), body);
+    a.join();
+    b.join();
+    return bench_now_ns() - t0;
+}
+
+int run_producer_consumer(const bench_opts *o) {
+    const long n = o->threads;
+    fibers::mutex mu;
+    fibers::condition_variable not_empty, not_full;
+    long count = 0, consumed = 0;
+    bool stop = false;
+    std::vector<uint64_t> sinks(static_cast<size_t>(n / 2));
+    auto producer = [&] {
+        std::unique_lock<fibers::mutex> l(mu);
+        for (;;) {
+            while (count == BENCH_PC_CAPACITY && !stop) not_full.wait(l);
+            if (stop) return;
+            ++count;
+            not_empty.notify_one();
+            l.unlock();
+            l.lock();
+        }
+    };
+    auto consumer = [&](long k) {
+        uint64_t rng = bench_seed(static_cast<uint64_t>(k)), sink = 0;
+        std::unique_lock<fibers::mutex> l(mu);
+        for (;;) {
+            while (count == 0 && !stop) not_empty.wait(l);
+            if (stop) break;
+            --count;
+            ++consumed;
+            not_full.notify_one();
+            l.unlock();
+            sink += bench_work(&rng);
+            l.lock();
+        }
+        sinks[static_cast<size_t>(k / 2)] = sink;
+    };
+    auto locked_consumed = [&] {
+        std::lock_guard<fibers::mutex> l(mu);
+        return consumed;
+    };
+    std::vector<fibers::fiber> fs;
+    fs.reserve(static_cast<size_t>(n));
+    long created = 0;
+    try {
+        for (; created < n; ++created) {
+            if (created % 2) fs.emplace_back(std::allocator_arg, fibers::fixedsize_stack(kStack), consumer, created);
+            else fs.emplace_back(std::allocator_arg, fibers::fixedsize_stack(kStack), producer);
+        }
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "boost-fiber-micro: creating fiber %ld failed: %s\n", created, e.what());
+    }
+    double rate = 0;
+    long counted = 0;
+    if (created == n) {
+        boost::this_fiber::sleep_for(std::chrono::nanoseconds(static_cast<long>(o->min_time * 1e8)));
+        bench_window w;
+        const long c0 = locked_consumed();
+        bench_window_open(&w);
+        boost::this_fiber::sleep_for(std::chrono::nanoseconds(static_cast<long>(o->min_time * 1e9)));
+        counted = locked_consumed() - c0;
+        rate = bench_window_close(&w, counted);
+    }
+    {
+        std::lock_guard<fibers::mutex> l(mu);
+        stop = true;
+    }
+    not_empty.notify_all();
+    not_full.notify_all();
+    for (auto &f : fs) f.join();
+    uint64_t sink = 0;
+    for (uint64_t s : sinks) sink += s;
+    if (created != n) return 1;
+    char params[256];
+    std::snprintf(params, sizeof params,
+                  "\"threads\": %ld, \"capacity\": %d, \"work_max\": %d, \"stack\": %zu, \"sink\": %llu", n,
+                  BENCH_PC_CAPACITY, BENCH_WORK_MAX, kStack, static_cast<unsigned long long>(sink % 1000));
+    bench_report(o, kSystem, params, "msgs/s", rate, counted);
+    return 0;
+}
+
 int run_memory_idle(const bench_opts *o) {
     const long n = o->threads;
     fibers::mutex mu;
@@ -140,13 +239,14 @@ int run_memory_idle(const bench_opts *o) {
 
 int main(int argc, char **argv) {
     bench_opts o;
-    int r = bench_parse(argc, argv, &o, "Boost.Fiber", kDefaultIdle);
+    int r = bench_parse_only(argc, argv, &o, "Boost.Fiber", kDefaultIdle, BENCH_NAMES_NO_DISK);
     if (r) return r == 1 ? 0 : 2;
     bench_check_pinned(argv[0]);
     long iters = 0;
     double v;
     const char *b = o.bench;
     if (!std::strcmp(b, "memory_idle")) return run_memory_idle(&o);
+    if (!std::strcmp(b, "producer_consumer")) return run_producer_consumer(&o);
     if (!std::strcmp(b, "create_join")) {
         v = bench_measure(&o, run_create_join, nullptr, 1.0, &iters);
         bench_report(&o, kSystem, "\"op\": \"fiber (pooled stack) + join\", \"stack\": 65536", "ns", v, iters);
@@ -156,6 +256,10 @@ int main(int argc, char **argv) {
     } else if (!std::strcmp(b, "cond_pingpong")) {
         v = bench_measure(&o, run_cond_pingpong, nullptr, 2.0, &iters);
         bench_report(&o, kSystem, "\"op\": \"mutex + 2 condition_variable + turn\", \"threads\": 2", "ns", v, iters);
+    } else if (!std::strcmp(b, "mutex_handoff")) {
+        v = bench_measure(&o, run_mutex_handoff, nullptr, 2.0, &iters);
+        bench_report(&o, kSystem, "\"op\": \"lock, this_fiber::yield, unlock, this_fiber::yield\", \"threads\": 2", "ns",
+                     v, iters);
     } else if (!std::strcmp(b, "mutex_uncontended")) {
         v = bench_measure(&o, run_mutex, nullptr, 1.0, &iters);
         bench_report(&o, kSystem, "\"op\": \"fibers::mutex lock+unlock\"", "ns", v, iters);

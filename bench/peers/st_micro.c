@@ -14,6 +14,10 @@
  *                      variables take no mutex (ST threads only switch in ST
  *                      calls), so there is no mutex here, unlike weft/NPTL.
  *   mutex_uncontended  st_mutex_lock + st_mutex_unlock
+ *   mutex_handoff      two threads each: st_mutex_lock, st_usleep(0),
+ *                      st_mutex_unlock, st_usleep(0)
+ *   producer_consumer  --threads/2 producers and consumers on two st_cond_t
+ *                      (no mutex, as in cond_pingpong) (Fig. 1)
  *   memory_idle        threads parked in st_cond_wait, 64 KiB stacks. ST maps
  *                      each stack with its own mmap; creation may fail near
  *                      vm.max_map_count: the largest count that worked is
@@ -125,6 +129,130 @@ static uint64_t run_mutex(long iters, void *ctx) {
     return bench_now_ns() - t0;
 }
 
+/* ---- mutex_handoff ---- */
+
+static st_mutex_t handoff_mu;
+
+static void *handoff(void *arg) {
+    long n = *(long *)arg;
+    for (long i = 0; i < n; ++i) {
+        st_mutex_lock(handoff_mu);
+        st_usleep(0);
+        st_mutex_unlock(handoff_mu);
+        st_usleep(0);
+    }
+    return NULL;
+}
+
+static uint64_t run_mutex_handoff(long iters, void *ctx) {
+    (void)ctx;
+    if (!handoff_mu && !(handoff_mu = st_mutex_new())) die("st_mutex_new");
+    return run_two(handoff, &iters, &iters);
+}
+
+/* ---- producer_consumer (Fig. 1) ----
+ * ST looks at its sleep queue only when no thread is runnable (its idle
+ * thread), and producers and consumers always have one runnable: a main
+ * thread sleeping for the window would never wake. So the consumers keep the
+ * clock: every BENCH_PC_CAPACITY messages one checks it, opens the counting
+ * window after the warm-up, and closes it and stops the run at the end. */
+
+struct buffer {
+    st_cond_t not_empty, not_full;
+    long count, consumed;
+    int stop, opened;
+    uint64_t warm_end, end; /* CLOCK_MONOTONIC ns */
+    long c0, counted;
+    double rate;
+    bench_window w;
+};
+struct consumer {
+    struct buffer *b;
+    uint64_t rng, sink;
+};
+
+static void *producer(void *arg) {
+    struct buffer *b = arg;
+    while (!b->stop) {
+        while (b->count == BENCH_PC_CAPACITY && !b->stop) st_cond_wait(b->not_full);
+        if (b->stop) break;
+        ++b->count;
+        st_cond_signal(b->not_empty);
+    }
+    return NULL;
+}
+
+static void pc_clock(struct buffer *b) {
+    uint64_t now = bench_now_ns();
+    if (!b->opened && now >= b->warm_end) {
+        b->opened = 1;
+        b->c0 = b->consumed;
+        bench_window_open(&b->w);
+    } else if (b->opened && now >= b->end) {
+        b->counted = b->consumed - b->c0;
+        b->rate = bench_window_close(&b->w, b->counted);
+        b->stop = 1;
+        st_cond_broadcast(b->not_empty);
+        st_cond_broadcast(b->not_full);
+    }
+}
+
+static void *consumer(void *arg) {
+    struct consumer *c = arg;
+    struct buffer *b = c->b;
+    while (!b->stop) {
+        while (b->count == 0 && !b->stop) st_cond_wait(b->not_empty);
+        if (b->stop) break;
+        --b->count;
+        if (++b->consumed % BENCH_PC_CAPACITY == 0) pc_clock(b);
+        st_cond_signal(b->not_full);
+        c->sink += bench_work(&c->rng);
+    }
+    return NULL;
+}
+
+static int run_producer_consumer(const bench_opts *o) {
+    const long n = o->threads;
+    struct buffer b = {st_cond_new(), st_cond_new(), 0, 0, 0, 0, 0, 0, 0, 0, 0, {0, 0}};
+    if (!b.not_empty || !b.not_full) die("st_cond_new");
+    struct consumer *cons = calloc((size_t)n / 2, sizeof *cons);
+    st_thread_t *ts = calloc((size_t)n, sizeof *ts);
+    if (!cons || !ts) die("calloc");
+    long created = 0;
+    for (; created < n; ++created) {
+        void *arg = &b;
+        void *(*fn)(void *) = producer;
+        if (created % 2) { /* interleaved: equal numbers even if creation fails part-way */
+            struct consumer *c = &cons[created / 2];
+            c->b = &b;
+            c->rng = bench_seed((uint64_t)created);
+            arg = c;
+            fn = consumer;
+        }
+        if (!(ts[created] = st_thread_create(fn, arg, 1, STACK_SIZE))) {
+            fprintf(stderr, "st-micro: st_thread_create failed after %ld threads: %s\n", created, strerror(errno));
+            b.stop = 1; /* the threads made so far end at once */
+            break;
+        }
+    }
+    b.warm_end = bench_now_ns() + (uint64_t)(o->min_time * 1e8);
+    b.end = b.warm_end + (uint64_t)(o->min_time * 1e9);
+    uint64_t sink = 0;
+    for (long i = 0; i < created; ++i)
+        if (st_thread_join(ts[i], NULL) != 0) die("st_thread_join");
+    for (long i = 0; i < created / 2; ++i) sink += cons[i].sink;
+    free(cons);
+    free(ts);
+    if (created != n) return 1;
+    char params[256];
+    snprintf(params, sizeof params,
+             "\"threads\": %ld, \"capacity\": %d, \"work_max\": %d, \"stack\": %d, \"sync\": \"2 st_cond_t, no mutex\", "
+             "\"sink\": %llu",
+             n, BENCH_PC_CAPACITY, BENCH_WORK_MAX, STACK_SIZE, (unsigned long long)(sink % 1000));
+    bench_report(o, SYSTEM, params, "msgs/s", b.rate, b.counted);
+    return 0;
+}
+
 /* ---- memory_idle ---- */
 
 static st_cond_t idle_cv;
@@ -189,7 +317,7 @@ static int run_memory_idle(const bench_opts *o) {
 
 int main(int argc, char **argv) {
     bench_opts o;
-    int r = bench_parse(argc, argv, &o, "State Threads", DEFAULT_IDLE_THREADS);
+    int r = bench_parse_only(argc, argv, &o, "State Threads", DEFAULT_IDLE_THREADS, BENCH_NAMES_NO_DISK);
     if (r) return r == 1 ? 0 : 2;
     bench_check_pinned(argv[0]);
     if (st_init() != 0) die("st_init");
@@ -197,6 +325,7 @@ int main(int argc, char **argv) {
     double v;
     const char *b = o.bench;
     if (!strcmp(b, "memory_idle")) return run_memory_idle(&o);
+    if (!strcmp(b, "producer_consumer")) return run_producer_consumer(&o);
     if (!strcmp(b, "create_join")) {
         v = bench_measure(&o, run_create_join, NULL, 1.0, &iters);
         bench_report(&o, SYSTEM, "\"op\": \"st_thread_create(joinable)+st_thread_join\", \"stack\": 65536", "ns", v,
@@ -207,6 +336,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(b, "cond_pingpong")) {
         v = bench_measure(&o, run_cond_pingpong, NULL, 2.0, &iters);
         bench_report(&o, SYSTEM, "\"op\": \"2 st_cond_t + turn (no mutex)\", \"threads\": 2", "ns", v, iters);
+    } else if (!strcmp(b, "mutex_handoff")) {
+        v = bench_measure(&o, run_mutex_handoff, NULL, 2.0, &iters);
+        bench_report(&o, SYSTEM, "\"op\": \"st_mutex_lock, st_usleep(0), st_mutex_unlock, st_usleep(0)\", \"threads\": 2",
+                     "ns", v, iters);
     } else if (!strcmp(b, "mutex_uncontended")) {
         v = bench_measure(&o, run_mutex, NULL, 1.0, &iters);
         bench_report(&o, SYSTEM, "\"op\": \"st_mutex_lock+st_mutex_unlock\"", "ns", v, iters);

@@ -8,6 +8,14 @@
 //	switch             two goroutines calling runtime.Gosched in turn
 //	cond_pingpong      sync.Mutex + two sync.Cond + a turn variable
 //	mutex_uncontended  sync.Mutex Lock + Unlock
+//	mutex_handoff      two goroutines each: Lock, Gosched, Unlock, Gosched
+//	producer_consumer  --threads/2 producer and consumer goroutines, a
+//	                   sync.Mutex and two sync.Cond (Fig. 1)
+//	odirect_read       --threads goroutines pread-ing random 4 KiB blocks of
+//	                   an O_DIRECT file (Fig. 3): a blocking system call
+//	                   takes its OS thread, and Go starts others for the rest
+//	cache_miss_read    200 goroutines, a share of the reads from the O_DIRECT
+//	                   file, the rest from a cached one (Fig. 4)
 //	memory_idle        goroutines parked in sync.Cond.Wait (Go's stacks
 //	                   start small and grow by copying)
 package main
@@ -19,20 +27,35 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 const system = "go"
 
-var names = []string{"create_join", "switch", "cond_pingpong", "mutex_uncontended", "memory_idle"}
+var names = []string{"create_join", "switch", "cond_pingpong", "mutex_uncontended", "mutex_handoff", "memory_idle",
+	"producer_consumer", "odirect_read", "cache_miss_read"}
+
+// As harness.h: BENCH_PC_CAPACITY, BENCH_WORK_MAX, BENCH_BLOCK, BENCH_DISK_THREADS, BENCH_EXIT_SKIP.
+const (
+	pcCapacity  = 64
+	workMax     = 128
+	block       = 4096
+	diskThreads = 200
+	exitSkip    = 77
+)
 
 var ids = map[string]string{
 	"create_join":       "table1.create_join",
 	"switch":            "table1.switch",
 	"cond_pingpong":     "table1.cond_pingpong",
 	"mutex_uncontended": "table1.mutex_uncontended",
+	"mutex_handoff":     "table1.mutex_handoff",
 	"memory_idle":       "memory.idle_thread",
+	"producer_consumer": "fig1.producer_consumer",
+	"odirect_read":      "fig3.odirect_random_read",
+	"cache_miss_read":   "fig4.cache_miss_read",
 }
 
 type opts struct {
@@ -42,6 +65,9 @@ type opts struct {
 	threads int64
 	minTime float64
 	json    bool
+	file    string
+	hitFile string
+	miss    float64
 }
 
 var epoch = time.Now()
@@ -58,22 +84,30 @@ func cpuNs() uint64 {
 
 func usage(f *os.File, prog string) {
 	fmt.Fprintf(f, `usage: %s --bench NAME [--iters N] [--threads N] [--min-time S] [--json]
+          [--file PATH] [--hit-file PATH] [--miss-rate R]
        %s --list | --help
-Core microbenchmarks of Go goroutines, GOMAXPROCS=1.
+Microbenchmarks of Go goroutines (Capriccio section 2), GOMAXPROCS=1.
 Pin the process to one CPU yourself (taskset -c 1 %s ...).
   create_join        ns per goroutine start + wait for its end
   switch             ns per switch, two goroutines calling runtime.Gosched in turn
   cond_pingpong      ns per one-way hand-off, sync.Mutex + sync.Cond
   mutex_uncontended  ns per Lock + Unlock by one goroutine
+  mutex_handoff      ns per hand-off: two goroutines each Lock, Gosched, Unlock, Gosched
   memory_idle        RSS bytes per parked goroutine (--threads, default 100000)
+  producer_consumer  messages/s: --threads/2 producers and consumers, sync.Mutex,
+                     two sync.Cond, %d slots, random work per message
+  odirect_read       reads/s: --threads (default 1) random 4 KiB reads of --file (O_DIRECT)
+  cache_miss_read    reads/s: --threads (default %d), a share --miss-rate from
+                     --file (O_DIRECT), the rest from --hit-file (page cache)
   --iters N          iterations of the timed run (default: calibrated)
-  --min-time S       seconds a calibrated timed run lasts (default 0.3)
+  --min-time S       seconds a timed run lasts (default 0.3)
   --json             one JSON object per line on stdout
-`, prog, prog, prog)
+Exit status: 0 ok, 1 failed, 2 usage, %d the kernel refused O_DIRECT: skipped.
+`, prog, prog, prog, pcCapacity, diskThreads, exitSkip)
 }
 
 func parse(args []string) (opts, int) {
-	o := opts{prog: args[0], minTime: 0.3, threads: 100000}
+	o := opts{prog: args[0], minTime: 0.3}
 	if i := strings.LastIndex(o.prog, "/"); i >= 0 {
 		o.prog = o.prog[i+1:]
 	}
@@ -112,6 +146,19 @@ func parse(args []string) (opts, int) {
 				return bad("--threads must be > 0")
 			}
 			o.threads = v
+		case a == "--file" && hasVal:
+			i++
+			o.file = args[i]
+		case a == "--hit-file" && hasVal:
+			i++
+			o.hitFile = args[i]
+		case a == "--miss-rate" && hasVal:
+			i++
+			v, err := strconv.ParseFloat(args[i], 64)
+			if err != nil || !(v >= 0 && v <= 1) {
+				return bad("--miss-rate must be a number from 0 to 1")
+			}
+			o.miss = v
 		case a == "--min-time" && hasVal:
 			i++
 			v, err := strconv.ParseFloat(args[i], 64)
@@ -129,6 +176,28 @@ func parse(args []string) (opts, int) {
 	}
 	if _, ok := ids[o.bench]; !ok {
 		return bad("unknown benchmark '%s' (one of: %s)", o.bench, strings.Join(names, " "))
+	}
+	disk := o.bench == "odirect_read" || o.bench == "cache_miss_read"
+	if disk && o.file == "" {
+		return bad("%s needs --file PATH (a file of at least %d bytes)", o.bench, block)
+	}
+	if o.bench == "cache_miss_read" && o.hitFile == "" {
+		return bad("cache_miss_read needs --hit-file PATH")
+	}
+	if o.threads == 0 {
+		switch o.bench {
+		case "producer_consumer":
+			o.threads = 2
+		case "odirect_read":
+			o.threads = 1
+		case "cache_miss_read":
+			o.threads = diskThreads
+		default:
+			o.threads = 100000
+		}
+	}
+	if o.bench == "producer_consumer" && (o.threads < 2 || o.threads%2 != 0) {
+		return bad("producer_consumer needs an even --threads >= 2 (half producers, half consumers)")
 	}
 	return o, 0
 }
@@ -340,6 +409,247 @@ func memoryIdle(o opts) int {
 	return 0
 }
 
+func mutexHandoff(iters int64) uint64 {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	body := func() {
+		for i := int64(0); i < iters; i++ {
+			mu.Lock()
+			runtime.Gosched()
+			mu.Unlock()
+			runtime.Gosched()
+		}
+		wg.Done()
+	}
+	t0 := nowNs()
+	wg.Add(2)
+	go body()
+	go body()
+	wg.Wait()
+	return nowNs() - t0
+}
+
+// ---- producer_consumer (Fig. 1) ----
+
+func rng(s *uint64) uint64 {
+	x := *s
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	*s = x
+	return x
+}
+
+func seed(i uint64) uint64 { return (i + 1) * 0x9E3779B97F4A7C15 }
+
+// work is bench_work of harness.h: a random 0..workMax-1 xorshift steps.
+func work(s *uint64) uint64 {
+	n := rng(s) % workMax
+	x := *s
+	for i := uint64(0); i < n; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
+}
+
+// window is bench_window: a count per second, and the CPU share over it.
+type window struct{ wall0, cpu0 uint64 }
+
+func openWindow() window { return window{cpu0: cpuNs(), wall0: nowNs()} }
+
+func (w window) close(count int64) float64 {
+	wall, cpu := nowNs()-w.wall0, cpuNs()-w.cpu0
+	if wall == 0 {
+		return 0
+	}
+	cpuShare = float64(cpu) / float64(wall)
+	return float64(count) * 1e9 / float64(wall)
+}
+
+func producerConsumer(o opts) int {
+	n := o.threads
+	var mu sync.Mutex
+	notEmpty, notFull := sync.NewCond(&mu), sync.NewCond(&mu)
+	var count, consumed int64
+	stop := false
+	sinks := make([]uint64, n/2)
+	var wg sync.WaitGroup
+	producer := func() {
+		defer wg.Done()
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			for count == pcCapacity && !stop {
+				notFull.Wait()
+			}
+			if stop {
+				return
+			}
+			count++
+			notEmpty.Signal()
+			mu.Unlock()
+			mu.Lock()
+		}
+	}
+	consumer := func(k int64) {
+		defer wg.Done()
+		r, sink := seed(uint64(k)), uint64(0)
+		mu.Lock()
+		for {
+			for count == 0 && !stop {
+				notEmpty.Wait()
+			}
+			if stop {
+				break
+			}
+			count--
+			consumed++
+			notFull.Signal()
+			mu.Unlock()
+			sink += work(&r)
+			mu.Lock()
+		}
+		mu.Unlock()
+		sinks[k/2] = sink
+	}
+	locked := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return consumed
+	}
+	wg.Add(int(n))
+	for i := int64(0); i < n; i++ {
+		if i%2 == 1 {
+			go consumer(i)
+		} else {
+			go producer()
+		}
+	}
+	time.Sleep(time.Duration(o.minTime * 1e8))
+	c0 := locked()
+	w := openWindow()
+	time.Sleep(time.Duration(o.minTime * 1e9))
+	counted := locked() - c0
+	rate := w.close(counted)
+	mu.Lock()
+	stop = true
+	notEmpty.Broadcast()
+	notFull.Broadcast()
+	mu.Unlock()
+	wg.Wait()
+	sink := uint64(0)
+	for _, s := range sinks {
+		sink += s
+	}
+	report(o, fmt.Sprintf(`"threads": %d, "capacity": %d, "work_max": %d, "sink": %d, "go": "%s"`, n, pcCapacity,
+		workMax, sink%1000, runtime.Version()), "msgs/s", rate, counted)
+	return 0
+}
+
+// ---- odirect_read (Fig. 3), cache_miss_read (Fig. 4) ----
+
+func fileBlocks(fd int, path string) int64 {
+	end, err := syscall.Seek(fd, 0, 2)
+	if err != nil || end < block {
+		fmt.Fprintf(os.Stderr, "go-micro: %s: smaller than one 4 KiB block or unreadable (%v)\n", path, err)
+		os.Exit(1)
+	}
+	return end / block
+}
+
+func diskRead(o opts) int {
+	fig4 := o.bench == "cache_miss_read"
+	direct, err := syscall.Open(o.file, syscall.O_RDONLY|syscall.O_DIRECT|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if err == syscall.EINVAL {
+			fmt.Fprintf(os.Stderr, "go-micro: open(%s, O_DIRECT): %v (the file system refuses O_DIRECT: skipped)\n", o.file, err)
+			return exitSkip
+		}
+		fmt.Fprintf(os.Stderr, "go-micro: open(%s, O_DIRECT): %v\n", o.file, err)
+		return 1
+	}
+	defer syscall.Close(direct)
+	directBlocks, cached, cachedBlocks := fileBlocks(direct, o.file), -1, int64(0)
+	missRate := 1.0
+	if fig4 {
+		missRate = o.miss
+		if cached, err = syscall.Open(o.hitFile, syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err != nil {
+			fmt.Fprintf(os.Stderr, "go-micro: open(%s): %v\n", o.hitFile, err)
+			return 1
+		}
+		defer syscall.Close(cached)
+		cachedBlocks = fileBlocks(cached, o.hitFile)
+		warm := make([]byte, 1<<16)
+		for off := int64(0); ; off += int64(len(warm)) {
+			if n, _ := syscall.Pread(cached, warm, off); n <= 0 {
+				break
+			}
+		}
+	}
+	var done, misses atomic.Int64
+	var stop atomic.Bool
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	reader := func(k int64) {
+		defer wg.Done()
+		// O_DIRECT wants an aligned buffer: a page of its own from mmap.
+		buf, err := syscall.Mmap(-1, 0, block, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+		if err != nil {
+			failed.Store(err)
+			return
+		}
+		defer syscall.Munmap(buf)
+		r := seed(uint64(k))
+		for !stop.Load() {
+			miss := missRate >= 1 || float64(rng(&r)%1000000) < missRate*1e6
+			fd, blocks := cached, cachedBlocks
+			if miss {
+				fd, blocks = direct, directBlocks
+			}
+			got, err := syscall.Pread(fd, buf, int64(rng(&r)%uint64(blocks))*block)
+			if err != nil || got != block {
+				failed.Store(fmt.Errorf("pread: %d bytes, %v", got, err))
+				return
+			}
+			done.Add(1)
+			if miss {
+				misses.Add(1)
+			}
+		}
+	}
+	wg.Add(int(o.threads))
+	for i := int64(0); i < o.threads; i++ {
+		go reader(i)
+	}
+	time.Sleep(time.Duration(o.minTime * 1e8))
+	c0, m0 := done.Load(), misses.Load()
+	w := openWindow()
+	time.Sleep(time.Duration(o.minTime * 1e9))
+	counted, missed := done.Load()-c0, misses.Load()-m0
+	rate := w.close(counted)
+	stop.Store(true)
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		fmt.Fprintf(os.Stderr, "go-micro: %s: %v\n", o.bench, e)
+		return 1
+	}
+	if counted == 0 {
+		fmt.Fprintf(os.Stderr, "go-micro: %s: no reads counted\n", o.bench)
+		return 1
+	}
+	var params string
+	if fig4 {
+		params = fmt.Sprintf(`"threads": %d, "miss_rate": %g, "measured_miss_rate": %.4f, "block": %d`, o.threads,
+			o.miss, float64(missed)/float64(counted), block)
+	} else {
+		params = fmt.Sprintf(`"threads": %d, "block": %d, "file_blocks": %d`, o.threads, block, directBlocks)
+	}
+	report(o, params+fmt.Sprintf(`, "go": "%s"`, runtime.Version()), "reads/s", rate, counted)
+	return 0
+}
+
 func main() {
 	o, r := parse(os.Args)
 	if r != 0 {
@@ -355,6 +665,13 @@ func main() {
 	switch o.bench {
 	case "memory_idle":
 		os.Exit(memoryIdle(o))
+	case "producer_consumer":
+		os.Exit(producerConsumer(o))
+	case "odirect_read", "cache_miss_read":
+		os.Exit(diskRead(o))
+	case "mutex_handoff":
+		v, iters = measure(o, mutexHandoff, 2)
+		report(o, fmt.Sprintf(`"op": "Lock, Gosched, Unlock, Gosched", "threads": 2, "go": "%s"`, ver), "ns", v, iters)
 	case "create_join":
 		v, iters = measure(o, createJoin, 1)
 		report(o, fmt.Sprintf(`"op": "go func + channel receive", "go": "%s"`, ver), "ns", v, iters)
