@@ -1,16 +1,19 @@
 # weft — top-level entry points. See README.md.
 #   make run    install what is missing, build, run the demonstration
 #   make test   install what is missing, build (plain and ASan+UBSan), run every test
-#   make bench  the core microbenchmarks (JSON in results/)
+#   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
+#                     QUICK=1 for the ~4-minute version; `make bench` is the same
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
-DEPS        = cmake ninja-build g++ make libgtest-dev python3 pkg-config liburing-dev \
+DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib pkg-config liburing-dev \
               libst-dev libboost-context-dev libboost-fiber-dev
-BENCH_DEPS  = python3-matplotlib
+# Debian's python3 (which has python3-matplotlib), even where another is first on PATH.
+PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run test test-plain test-asan bench install clean
+.PHONY: all deps build build-asan run test test-plain test-asan bench bench-micro install clean
 
 all: build
 
@@ -18,10 +21,10 @@ deps:
 	@scripts/deps.sh $(DEPS)
 
 $(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) $(CMAKE_ARGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 $(ASAN_BUILD)/build.ninja:
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF
+	cmake -S . -B $(ASAN_BUILD) $(CMAKE_ARGS) -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -40,11 +43,10 @@ test-plain: build
 test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-bench:
-	@scripts/deps.sh $(DEPS) $(BENCH_DEPS)
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	cmake --build $(BUILD) -j $(JOBS)
-	python3 bench/micro/run.py --build $(BUILD) --out results/core.json
+bench-micro: build
+	$(PYTHON) bench/micro/suite.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+bench: bench-micro
 
 install: build
 	cmake --install $(BUILD)

@@ -1,4 +1,4 @@
-"""What the benchmark drivers (run.py, pipetest.py) share: logging, the CPU
+"""What the benchmark drivers (suite.py, pipetest.py) share: logging, the CPU
 to pin to, running one benchmark process and reading its JSON record, and
 the machine's description. Python 3 standard library only."""
 import json
@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+import statistics
 import time
 
 
@@ -61,3 +62,98 @@ def machine_line():
     except OSError:
         pass
     return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs, {cpu}"
+
+
+# ---- running a plan of points --------------------------------------------
+#
+# A plan is a list of runs, each a dict:
+#   key      (benchmark id, system id, params key): the point the run is a
+#            repetition of; the params key is a tuple of (name, value) pairs
+#   cmd      the command (already pinned with taskset)
+#   timeout  seconds
+#   label    what the progress line calls it
+#   share_ok for CPU-bound runs: a run whose process got less than this share
+#            of its CPU (cpu_share in its record) is run again, up to
+#            ATTEMPTS times, the last kept either way and counted disturbed;
+#            None: no such check (disk-bound runs wait by design)
+#   check    optional function(record) -> reason to reject it, or None
+#   system   optional: the system id the record must carry (weft-pipetest
+#            says which backend it really ran)
+ATTEMPTS = 3
+
+
+def run_plan(plan, budget_s=None, prefix=""):
+    """Run every entry of `plan` in order, with progress on stderr. Returns
+    ({key: slot}, [runs left out because the time budget was spent]); a slot
+    holds "values", "recs", "fail" (reasons), "retries", "disturbed"."""
+    results, out_of_time = {}, []
+    t_start = time.monotonic()
+    for i, run in enumerate(plan, 1):
+        slot = results.setdefault(run["key"], {"values": [], "recs": [], "fail": [], "retries": 0, "disturbed": 0})
+        label = f"{prefix}[{i}/{len(plan)}] {run['label']}"
+        if budget_s is not None and time.monotonic() - t_start > budget_s:
+            out_of_time.append(run["label"])
+            continue
+        if slot.get("wrong_system"):
+            continue
+        share_ok = run.get("share_ok")
+        for attempt in range(1, ATTEMPTS + 1):
+            rec, why, dt = run_one(run["cmd"], run["timeout"], check=run.get("check"))
+            share = rec.get("cpu_share") if rec else None
+            if rec is None or share_ok is None or share is None or share >= share_ok or attempt == ATTEMPTS:
+                break
+            slot["retries"] += 1
+            log(f"{label}: disturbed (cpu_share {share:.2f}: the CPU was shared), running it again")
+        if rec is None:
+            slot["fail"].append(why)
+            log(f"{label}: FAILED ({why})")
+            continue
+        if run.get("system") and rec.get("system") != run["system"]:
+            slot["wrong_system"] = rec.get("system")
+            slot["fail"].append(f"asked for {run['system']}, the binary ran {rec.get('system')}")
+            log(f"{label}: {slot['fail'][-1]}")
+            continue
+        if share_ok is not None and share is not None and share < share_ok:
+            slot["disturbed"] += 1
+        slot["values"].append(float(rec["value"]))
+        slot["recs"].append(rec)
+        log(f"{label}: {rec['value']:,.2f} {rec['unit']}" + (f" cpu_share {share:.2f}" if share is not None else "")
+            + f" ({dt:.1f} s, {time.monotonic() - t_start:.0f} s so far)")
+    return results, out_of_time
+
+
+def summarise(results, per_run=(), drop=()):
+    """Records from run_plan's slots: {"benchmark", "system", "params", "unit",
+    "median", "min", "max", "repetitions", "values"}, the params those of the
+    first run without `drop` (and `per_run`, which vary per run and are kept
+    under "runs"). Returns (records, [reasons for points with no value])."""
+    records, failed = [], []
+    for (bid, sysid, pkey), slot in results.items():
+        if not slot["values"]:
+            if slot["fail"]:
+                failed.append((bid, sysid, dict(pkey), slot["fail"][0]))
+            continue
+        vals = slot["values"]
+        first = slot["recs"][0]
+        params = {k: v for k, v in first.get("params", {}).items() if k not in per_run and k not in drop}
+        for k, v in pkey:  # a binary that did less than asked (fewer threads made) says so
+            got = [r.get("params", {}).get(k) for r in slot["recs"]]
+            if all(isinstance(g, (int, float)) for g in got) and min(got) != v:
+                params[f"actual_{k}"] = min(got)
+        params.update(dict(pkey))
+        rec = {"benchmark": bid, "system": sysid, "params": params, "unit": first["unit"],
+               "median": statistics.median(vals), "min": min(vals), "max": max(vals),
+               "repetitions": len(vals), "values": vals}
+        runs = [{k: r["params"][k] for k in per_run if k in r.get("params", {})} for r in slot["recs"]]
+        if any(runs):
+            rec["runs"] = runs
+        shares = [r.get("cpu_share") for r in slot["recs"] if r.get("cpu_share") is not None]
+        if shares:
+            rec["cpu_share"] = shares
+        if slot["fail"]:
+            rec["failed_runs"] = slot["fail"]
+        if slot["retries"] or slot["disturbed"]:
+            rec["retried_runs"] = slot["retries"]
+            rec["disturbed_values"] = slot["disturbed"]
+        records.append(rec)
+    return records, failed

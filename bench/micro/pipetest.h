@@ -32,7 +32,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#define PT_BENCH_ID "fig2.pipetest"
+#define PT_BENCH_ID "fig2.pipe_tokens"
 #define PT_TOKEN_BYTES 12
 /* Tokens in flight: N/4 below 128 pipes, else 128 (the paper's rule). */
 #define PT_MAX_IN_FLIGHT 128

@@ -12,7 +12,7 @@ at pipe counts 8, 16, 32, ... up to what the descriptor limit allows (2 per
 pipe, capped at 9,000 pipes), every process pinned to ONE CPU with
 `taskset -c CPU`, REPS times per point with the systems interleaved, and writes:
   - OUT (default results/pipetest.json): a list of records
-      {"benchmark": "fig2.pipetest", "system", "params": {"pipes", "tokens", "in_flight"},
+      {"benchmark": "fig2.pipe_tokens", "system", "params": {"pipes", "tokens", "in_flight"},
        "unit": "tokens/s", "median", "min", "max", "repetitions", "values"}
   - the same path with .md: a Markdown table of the medians with the ratios
     weft-<backend>/epoll and nptl/epoll, and whether the goal is met (weft >=
@@ -37,7 +37,7 @@ import time
 
 from benchlib import log, machine_line, pick_cpu, run_one
 
-BENCH_ID = "fig2.pipetest"
+BENCH_ID = "fig2.pipe_tokens"
 # (system id, binary, extra arguments)
 SYSTEMS = [
     ("epoll", "epoll-pipetest", []),

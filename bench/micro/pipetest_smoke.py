@@ -41,7 +41,7 @@ def main():
             print(f"skipped: asked for {system}, weft ran {r.get('system')} "
                   f"(the kernel refused the backend): {out.stderr.strip()}")
             sys.exit(77)
-        for key, want in (("benchmark", "fig2.pipetest"), ("system", system), ("unit", "tokens/s"),
+        for key, want in (("benchmark", "fig2.pipe_tokens"), ("system", system), ("unit", "tokens/s"),
                           ("verified", True)):
             if r.get(key) != want:
                 sys.exit(f"pipes={pipes}: {key} is {r.get(key)!r}, expected {want!r}: {r}")
@@ -55,7 +55,7 @@ def main():
             v = r.get(key)
             if not isinstance(v, (int, float)) or not v > 0:
                 sys.exit(f"pipes={pipes}: {key} must be a positive number: {r}")
-        print(f"{system} fig2.pipetest pipes={pipes} tokens={tokens}: {r['value']:.0f} tokens/s, verified")
+        print(f"{system} fig2.pipe_tokens pipes={pipes} tokens={tokens}: {r['value']:.0f} tokens/s, verified")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The report generator renders a fixture (bench/micro/testdata): the tables
+put each peer beside weft with the right ratio, the goals are judged from the
+medians (met, NOT met with where, not judged without data), bad input is a
+clear error, and — with `plots` — the five PNG plots are drawn.
+
+usage: report_test.py [tables|plots]   (plots exits 77 without matplotlib)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import report  # noqa: E402
+
+FIXTURE = os.path.join(HERE, "testdata", "micro-fixture.json")
+failures = []
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def goal_line(md, start):
+    lines = [ln for ln in md.splitlines() if ln.startswith("- " + start)]
+    return lines[0] if lines else ""
+
+
+def row(md, first_cell, after=None):
+    """The table row whose first cell is first_cell (in the table under `after`)."""
+    seen = after is None
+    for ln in md.splitlines():
+        if after and ln.startswith("### ") and after in ln:
+            seen = True
+        elif ln.startswith("### "):
+            seen = seen and after is None
+        if seen and ln.startswith(f"| {first_cell} |"):
+            return [c.strip() for c in ln.strip("|").split("|")]
+    return []
+
+
+def tables():
+    with open(FIXTURE) as f:
+        records = json.load(f)
+    with open(FIXTURE.replace(".json", ".run.json")) as f:
+        run = json.load(f)
+    md = report.markdown(records, run)
+
+    # Table 1: columns weft, st, nptl, boost-context, go, then weft/peer.
+    r = row(md, "switch (yield ping-pong)")
+    expect(r[1:3] == ["8.00", "150"], f"switch row starts weft 8.00, st 150: {r}")
+    expect(r[6] == "0.053", f"switch weft/st is 8/150 = 0.053: {r}")
+    expect(r[8] == "2.00", f"switch weft/boost-context is 2.00: {r}")
+    expect(row(md, "create + join")[1] == "40.0†", "a disturbed median is marked †")
+    expect(row(md, "mutex hand-off (lock, yield, unlock, yield)")[4] == "—",
+           "boost-context has no mutex hand-off: —")
+    # Figures: rates in k/M, higher is better, missing points are —.
+    r = row(md, "65,536", "Fig. 1")
+    expect(r[1] == "9.00M" and "—" in r, f"fig1 at 65,536: weft 9.00M, nptl —: {r}")
+    r = row(md, "1,000,000", "Memory")
+    expect(any("(only 250,000)" in c for c in r), f"a system that made fewer threads says how many: {r}")
+    r = row(md, "0%", "Fig. 4")
+    expect(r[1:4] == ["2.50M", "2.40M", "1.04"], f"fig4 at 0 %: {r}")
+
+    # Goals.
+    g = goal_line(md, "Fig. 2 ")
+    expect("**NOT met**" in g and "8: 0.84× epoll" in g and "512: 0.90× epoll" in g and "4,096" not in g,
+           f"fig2 goal short at 8 and 512 only: {g}")
+    g = goal_line(md, "Fig. 4 ")
+    expect("**met**" in g and "1.04× nptl" in g, f"fig4 goal met: {g}")
+    g = goal_line(md, "Fig. 1 ")
+    expect("**NOT met**" in g and "2: 0.96× st" in g and "nptl" not in g, f"fig1 goal short only vs st at 2: {g}")
+    g = goal_line(md, "core: idle thread at 10^6")
+    expect("**met**" in g and "4,096" in g, f"memory goal met with the value: {g}")
+    expect("skipped: boost-fiber" in md and "Total run time: 12 s" in md, "the run's notes are rendered")
+
+    # Without a peer's records its goal is not judged, and nothing breaks.
+    md2 = report.markdown([r for r in records if r["system"] != "boost-context"], {})
+    g = goal_line(md2, "switch ≤ 1.5×")
+    expect("**not judged**" in g, f"no boost-context: not judged: {g}")
+    expect("# weft microbenchmarks" in report.markdown([], None), "an empty run renders")
+
+    # Bad input is a clear error (exit 2), not a traceback.
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in (("broken.json", "[{"), ("object.json", '{"benchmark": "x"}')):
+            p = os.path.join(d, name)
+            with open(p, "w") as f:
+                f.write(text)
+            out = subprocess.run([sys.executable, os.path.join(HERE, "report.py"), p, "--no-plots"],
+                                 capture_output=True, text=True, timeout=60)
+            expect(out.returncode == 2 and "report.py:" in out.stderr and "Traceback" not in out.stderr,
+                   f"{name}: exit 2 with a message, got {out.returncode}: {out.stderr.strip()[-200:]}")
+        # The command line renders the fixture to a file.
+        md_path = os.path.join(d, "out.md")
+        out = subprocess.run([sys.executable, os.path.join(HERE, "report.py"), FIXTURE, "--md", md_path,
+                              "--no-plots"], capture_output=True, text=True, timeout=60)
+        expect(out.returncode == 0 and os.path.exists(md_path), f"report.py FIXTURE --md: {out.stderr}")
+
+
+def plots():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("report_test: matplotlib not installed (python3-matplotlib): plots not tested")
+        sys.exit(77)
+    with open(FIXTURE) as f:
+        records = json.load(f)
+    with tempfile.TemporaryDirectory() as d:
+        md, paths = report.write(records, {}, os.path.join(d, "micro.md"), d)
+        names = sorted(os.path.basename(p) for p in paths)
+        want = sorted(f[0].replace(".", "_") + ".png" for f in report.FIGURES)
+        expect(names == want, f"one plot per figure: {names} != {want}")
+        for p in paths:
+            with open(p, "rb") as f:
+                head = f.read(8)
+            expect(head == b"\x89PNG\r\n\x1a\n" and os.path.getsize(p) > 5000, f"{p} is a PNG with a plot in it")
+            expect(f"]({os.path.basename(p)})" in md, f"micro.md links {os.path.basename(p)}")
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "tables"
+    {"tables": tables, "plots": plots}[mode]()
+    for f in failures:
+        print("FAIL: " + f)
+    if failures:
+        sys.exit(1)
+    print(f"report_test {mode}: ok")
+
+
+if __name__ == "__main__":
+    main()

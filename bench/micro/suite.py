@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""weft's microbenchmark suite (Capriccio section 2) against its peers, in one
+run: `make bench-micro` (QUICK=1 for the short version).
+
+Sections (--only picks some):
+  table1  create_join, switch, cond_pingpong, mutex_uncontended, mutex_handoff
+  memory  RSS per idle thread at 10^4, 10^5 and 10^6 threads
+  fig1    producer-consumer throughput, 2 to 65,536 threads
+  fig2    pipe tokens, 8 pipes up to the descriptor limit (and the epoll loop)
+  fig3    random 4 KiB O_DIRECT reads of a 1 GiB file, 1 to 1,000 readers
+  fig4    200 readers, buffer-cache miss rate 0 to 100 %
+on every system whose binary is in BUILD/bench (weft, nptl, st,
+boost-context, boost-fiber, go; epoll for Fig. 2): a binary's --list says
+which benchmarks it has, and a missing one is reported skipped with the
+package that provides it. Every process is pinned to one CPU (taskset);
+every point is repeated REPS (>= 3) times, the systems interleaved.
+
+Writes OUT_DIR/micro.json (a list of records {"benchmark", "system",
+"params", "unit", "median", "min", "max", "repetitions", "values", ...}),
+OUT_DIR/micro.run.json (the run: machine, settings, skipped points, time),
+then renders OUT_DIR/micro.md and the PNG plots with report.py.
+
+Bounded: the default run takes about 10-14 minutes here, --quick about 4; a
+section that has spent its share of the time budget starts no more runs (and
+says which it left out). Python 3 standard library only (the plots need
+matplotlib, and are skipped with a message without it).
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+from benchlib import log, machine_line, pick_cpu, run_plan, summarise
+import pipetest
+import report
+
+SYSTEMS = [("weft", "weft-micro"), ("st", "st-micro"), ("nptl", "nptl-micro"),
+           ("boost-context", "boost-context-micro"), ("boost-fiber", "boost-fiber-micro"), ("go", "go-micro")]
+PROVIDER = {"st": "State Threads: libst-dev", "boost-context": "libboost-context-dev",
+            "boost-fiber": "libboost-fiber-dev", "go": "the Go toolchain"}
+SECTIONS = ["table1", "memory", "fig1", "fig2", "fig3", "fig4"]
+TABLE1 = ["create_join", "switch", "cond_pingpong", "mutex_uncontended", "mutex_handoff"]
+CPU_SHARE_OK = 0.9
+# An NPTL create+join leaves the CPU idle ~12% of the time by itself (the
+# joiner sleeps while the kernel finishes the exiting thread).
+CPU_SHARE_EXPECTED = {("nptl", "create_join"): 0.88}
+
+# Thread counts no system goes beyond, and the caps of those that cannot go
+# as far (kernel.pid_max is 32768 here; Boost.Fiber's malloc'd stacks cost
+# ~9 KB resident each).
+MEM_COUNTS = [10_000, 100_000, 1_000_000]
+MEM_CAP = {"nptl": 10_000, "boost-fiber": 100_000}
+FIG1_THREADS = [2, 8, 32, 128, 512, 2048, 8192, 32768, 65536]
+FIG1_QUICK = [2, 64, 1024, 16384, 65536]
+FIG1_CAP = {"nptl": 8192}
+FIG2_QUICK = [8, 64, 512, 4096]
+FIG2_NPTL_CAP = 8192
+FIG3_THREADS = [1, 4, 16, 64, 256, 1000]
+FIG3_QUICK = [1, 16, 256, 1000]
+FIG4_MISS = [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0]
+FIG4_QUICK = [0.0, 0.1, 0.5, 1.0]
+FIG4_THREADS = 200
+BIG_FILE_BYTES = 1 << 30   # Fig. 3 and 4's O_DIRECT file, made once and reused
+HIT_FILE_BYTES = 16 << 20  # Fig. 4's cached file
+SKIP_EXIT = 77             # a binary's "the kernel refused" (O_DIRECT)
+
+# Seconds per section, full and --quick: the section starts no run after it.
+BUDGET = {"table1": (200, 60), "memory": (200, 60), "fig1": (170, 50), "fig2": (170, 45),
+          "fig3": (90, 25), "fig4": (90, 25)}
+
+
+def find_systems(bench_dir):
+    found, skipped = [], []
+    for sysid, exe in SYSTEMS:
+        path = os.path.join(bench_dir, exe)
+        if os.access(path, os.X_OK):
+            found.append((sysid, path))
+        else:
+            why = f"{path} not found"
+            if sysid in PROVIDER:
+                why += f" ({PROVIDER[sysid]} missing when CMake ran?)"
+            skipped.append(f"{sysid}: {why}")
+    has = {}  # what each binary has (--list): Boost.Context only create_join and switch
+    for sysid, path in found:
+        try:
+            p = subprocess.run([path, "--list"], capture_output=True, text=True, timeout=30)
+            has[sysid] = set(p.stdout.split()) if p.returncode == 0 else set()
+        except (OSError, subprocess.TimeoutExpired):
+            has[sysid] = set()
+    return found, has, skipped
+
+
+def make_file(path, size):
+    """The data file, made once: reused when it exists with the right size."""
+    if os.path.exists(path) and os.path.getsize(path) == size:
+        return f"{path} ({size >> 20} MiB, reused)"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    log(f"suite.py: writing {path} ({size >> 20} MiB, once) ...")
+    chunk = os.urandom(1 << 20)
+    with open(path + ".tmp", "wb") as f:
+        for i in range(size >> 20):
+            # every MiB different (a counter in front of random bytes)
+            f.write(i.to_bytes(8, "little") + chunk[8:])
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    return f"{path} ({size >> 20} MiB, written now)"
+
+
+class Planner:
+    def __init__(self, cpu, reps):
+        self.cpu, self.reps = str(cpu), reps
+        self.plan = []
+
+    def add(self, bid, sysid, pkey, path, args, rep, timeout, share_ok, check=None, system=None):
+        label = f"{sysid} {bid}" + "".join(f" {k}={v:,}" if isinstance(v, int) else f" {k}={v}" for k, v in pkey)
+        self.plan.append({"key": (bid, sysid, tuple(pkey)), "cmd": ["taskset", "-c", self.cpu, path] + args + ["--json"],
+                          "timeout": timeout, "label": f"{label} rep {rep + 1}", "share_ok": share_ok,
+                          "check": check, "system": system})
+
+
+def plan_micro(section, pl, systems, has, args, notes, data):
+    """Plan a section run by the *-micro binaries."""
+    reps, quick = pl.reps, args.quick
+    t1_time = 0.1 if quick else 0.3
+    if section == "table1":
+        for sub in TABLE1:
+            for r in range(reps):
+                for sysid, path in systems:
+                    if sub in has[sysid]:
+                        ok = CPU_SHARE_OK * CPU_SHARE_EXPECTED.get((sysid, sub), 1.0)
+                        pl.add(report.BENCH_OF[sub], sysid, (), path, ["--bench", sub, "--min-time", f"{t1_time:g}"],
+                               r, 120, ok)
+    elif section == "memory":
+        for n in MEM_COUNTS:
+            nrep = reps if n < 1_000_000 else (1 if quick else 2)
+            for r in range(nrep):
+                for sysid, path in systems:
+                    if "memory_idle" in has[sysid] and n <= MEM_CAP.get(sysid, n):
+                        pl.add("memory.idle_thread", sysid, (("threads", n),), path,
+                               ["--bench", "memory_idle", "--threads", str(n)], r, 600, None)
+        if 1_000_000 in MEM_COUNTS:
+            notes.append(f"memory.idle_thread at 1,000,000 threads: {1 if quick else 2} repetition(s) (slow)")
+        for sysid, cap in MEM_CAP.items():
+            if any(s == sysid for s, _ in systems):
+                notes.append(f"skipped: {sysid}: memory.idle_thread above {cap:,} threads "
+                             + ("(kernel.pid_max)" if sysid == "nptl" else "(its malloc'd stacks would take too "
+                                "much of this shared machine's memory)"))
+    elif section == "fig1":
+        counts = FIG1_QUICK if quick else FIG1_THREADS
+        for n in counts:
+            for r in range(reps):
+                for sysid, path in systems:
+                    if "producer_consumer" in has[sysid] and n <= FIG1_CAP.get(sysid, n):
+                        pl.add("fig1.producer_consumer", sysid, (("threads", n),), path,
+                               ["--bench", "producer_consumer", "--threads", str(n), "--min-time", f"{t1_time:g}"],
+                               r, 180, CPU_SHARE_OK)
+        for sysid, cap in FIG1_CAP.items():
+            if any(s == sysid for s, _ in systems) and any(n > cap for n in counts):
+                notes.append(f"skipped: {sysid}: fig1.producer_consumer above {cap:,} threads (kernel.pid_max is "
+                             f"{pid_max()}, shared with the whole machine)")
+    elif section in ("fig3", "fig4"):
+        sub = "odirect_read" if section == "fig3" else "cache_miss_read"
+        bid = report.BENCH_OF[sub]
+        t = 0.3 if quick else 1.0
+        xs = (FIG3_QUICK if quick else FIG3_THREADS) if section == "fig3" else (FIG4_QUICK if quick else FIG4_MISS)
+        for x in xs:
+            for r in range(reps):
+                for sysid, path in systems:
+                    if sub not in has[sysid]:
+                        continue
+                    a = ["--bench", sub, "--min-time", f"{t:g}", "--file", data["big"]]
+                    if section == "fig3":
+                        pkey, a = (("threads", x),), a + ["--threads", str(x)]
+                    else:
+                        pkey = (("miss_rate", x),)
+                        a += ["--threads", str(FIG4_THREADS), "--miss-rate", f"{x:g}", "--hit-file", data["hit"]]
+                    # CPU-bound only when every read hits the cache
+                    pl.add(bid, sysid, pkey, path, a, r, 120, CPU_SHARE_OK if section == "fig4" and x == 0 else None)
+
+
+def pid_max():
+    try:
+        with open("/proc/sys/kernel/pid_max") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def plan_fig2(pl, args, notes, skipped):
+    bench_dir = os.path.join(args.build, "bench")
+    systems, miss = pipetest.find_systems(bench_dir)
+    systems = [s for s in systems if s[0] in ("epoll", "nptl", "weft-uring")]
+    skipped += [m.replace("skipped: ", "") for m in miss if m.split(":")[1].strip() in ("epoll", "nptl", "weft-uring")]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    top = (limit - pipetest.FD_HEADROOM) // 2
+    counts = [n for n in FIG2_QUICK if n <= top] if args.quick else pipetest.pipe_counts(top)
+    tokens = 200_000 if args.quick else pipetest.TOKENS_FULL
+    run_timeout = 60 if args.quick else pipetest.RUN_TIMEOUT_S
+    notes.append(f"fig2.pipe_tokens: {tokens:,} tokens per run; pipes {', '.join(f'{n:,}' for n in counts)} "
+                 f"(descriptor limit {limit:,}: at most {top:,} pipes); weft on its io_uring backend "
+                 f"(bench/micro/pipetest.py compares the epoll and poll backends too)")
+    if any(s[0] == "nptl" for s in systems) and counts and counts[-1] > FIG2_NPTL_CAP:
+        notes.append(f"skipped: nptl: fig2.pipe_tokens above {FIG2_NPTL_CAP:,} pipes (a kernel thread per pipe; "
+                     f"kernel.pid_max is {pid_max()})")
+    for n in counts:
+        for r in range(pl.reps):
+            for sysid, path, extra in systems:
+                if sysid == "nptl" and n > FIG2_NPTL_CAP:
+                    continue
+                out_sys = "weft" if sysid.startswith("weft") else sysid
+                pkey = (("pipes", n),) + ((("io", sysid.split("-", 1)[1]),) if out_sys == "weft" else ())
+                pl.plan.append({
+                    "key": ("fig2.pipe_tokens", out_sys, pkey),
+                    "cmd": ["taskset", "-c", pl.cpu, path, "--pipes", str(n), "--tokens", str(tokens),
+                            "--timeout", str(run_timeout - 5), "--json"] + extra,
+                    "timeout": run_timeout, "label": f"{out_sys} fig2.pipe_tokens pipes={n:,} rep {r + 1}",
+                    "share_ok": CPU_SHARE_OK, "check": pipetest.verified, "system": sysid})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build", help="build directory holding bench/ (default: build)")
+    ap.add_argument("--out-dir", default="results", help="where micro.json, micro.md and the plots go (default: results)")
+    ap.add_argument("--data-dir", default=None,
+                    help="where the 1 GiB O_DIRECT file is made once and reused (default: BUILD/bench-data)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions per point (default 3, at least 3)")
+    ap.add_argument("--quick", action="store_true", help="fewer points and shorter runs: about 4 minutes")
+    ap.add_argument("--cpu", type=int, default=1, help="CPU to pin every process to (default 1)")
+    ap.add_argument("--only", default=None, help="comma-separated sections: " + ", ".join(SECTIONS))
+    args = ap.parse_args()
+
+    reps = max(3, args.reps)
+    if args.reps < 3:
+        log(f"suite.py: --reps {args.reps} raised to 3 (at least 3 repetitions per point)")
+    sections = SECTIONS
+    if args.only:
+        sections = [s.strip() for s in args.only.split(",") if s.strip()]
+        bad = [s for s in sections if s not in SECTIONS]
+        if bad:
+            ap.error(f"unknown section(s): {', '.join(bad)} (the sections: {', '.join(SECTIONS)})")
+    if not shutil.which("taskset"):
+        log("suite.py: taskset not found (util-linux); cannot pin, giving up")
+        return 1
+    cpu, cpu_note = pick_cpu(args.cpu)
+    bench_dir = os.path.join(args.build, "bench")
+    systems, has, skipped = find_systems(bench_dir)
+    if not any(s == "weft" for s, _ in systems):
+        log(f"suite.py: weft-micro not found in {bench_dir}: build first (cmake --build {args.build})")
+        return 1
+
+    header = [f"Every benchmark process pinned to one CPU: `taskset -c {cpu}` (all of a system's threads share it; "
+              f"weft runs one vproc, Go GOMAXPROCS=1).",
+              f"{reps} repetitions per point (separate processes, systems interleaved); the median is reported.",
+              f"Machine: {machine_line()}."]
+    if cpu_note:
+        header.append(cpu_note)
+    header.append("Quick run (QUICK=1): fewer points, shorter measurements." if args.quick else
+                  "Full run.")
+    for h in header:
+        log("suite.py: " + h)
+    for s in skipped:
+        log("suite.py: skipped: " + s)
+
+    notes, data, all_records, failures = [], {}, [], []
+    if {"fig3", "fig4"} & set(sections):
+        data_dir = args.data_dir or os.path.join(args.build, "bench-data")
+        data["big"] = os.path.join(data_dir, "odirect-1GiB.dat")
+        data["hit"] = os.path.join(data_dir, "cached-16MiB.dat")
+        try:
+            notes.append("fig3/fig4 O_DIRECT file: " + make_file(data["big"], BIG_FILE_BYTES))
+            notes.append("fig4 cached file: " + make_file(data["hit"], HIT_FILE_BYTES))
+        except OSError as e:
+            skipped.append(f"fig3, fig4: could not make the data files in {data_dir}: {e}")
+            sections = [s for s in sections if s not in ("fig3", "fig4")]
+
+    t_start = time.monotonic()
+    section_time = {}
+    for section in sections:
+        pl = Planner(cpu, reps)
+        if section == "fig2":
+            plan_fig2(pl, args, notes, skipped)
+        else:
+            plan_micro(section, pl, systems, has, args, notes, data)
+        budget = BUDGET[section][1 if args.quick else 0]
+        log(f"suite.py: {section}: {len(pl.plan)} runs (budget {budget} s)")
+        t0 = time.monotonic()
+        results, out_of_time = run_plan(pl.plan, budget_s=budget, prefix=f"{section} ")
+        section_time[section] = round(time.monotonic() - t0, 1)
+        if out_of_time:
+            skipped.append(f"{section}: its time budget ({budget} s) was spent; {len(out_of_time)} run(s) left out: "
+                           + ", ".join(out_of_time[:5]) + (" ..." if len(out_of_time) > 5 else ""))
+        per_run = ("rss_before", "rss_after", "create_park_s", "teardown_s") if section == "memory" else ()
+        drop = ("sink", "requested") + (("tokens", "in_flight") if section != "fig2" else ())
+        recs, failed = summarise(results, per_run=per_run, drop=drop)
+        for bid, sysid, params, why in failed:
+            where = ", ".join(f"{k}={v}" for k, v in params.items())
+            if why.startswith(f"exit {SKIP_EXIT}"):
+                skipped.append(f"{sysid}: {bid} {where}: the kernel refused it ({why})")
+            else:
+                failures.append(f"{sysid}: {bid} {where}: every run failed ({why})")
+        all_records += recs
+    total = time.monotonic() - t_start
+
+    for sysid, _ in systems:
+        missing = [s for s in TABLE1 + ["memory_idle", "producer_consumer", "odirect_read", "cache_miss_read"]
+                   if s not in has[sysid]]
+        if missing:
+            notes.append(f"not applicable: {sysid}: {', '.join(missing)} (the binary does not have them)")
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    json_path = os.path.join(args.out_dir, "micro.json")
+    run_path = os.path.join(args.out_dir, "micro.run.json")
+    with open(json_path, "w") as f:
+        json.dump(all_records, f, indent=2)
+        f.write("\n")
+    run = {"header": header, "notes": notes, "skipped": skipped, "failures": failures, "sections": sections,
+           "section_seconds": section_time, "total_seconds": round(total, 1), "quick": args.quick, "cpu": cpu,
+           "reps": reps}
+    with open(run_path, "w") as f:
+        json.dump(run, f, indent=2)
+        f.write("\n")
+    md_path = os.path.join(args.out_dir, "micro.md")
+    md, plots = report.write(all_records, run, md_path, args.out_dir)
+    print(md)
+    log(f"suite.py: wrote {json_path}, {run_path}, {md_path}" + (f" and {len(plots)} plots" if plots else "")
+        + f" ({total:.0f} s)")
+    return 1 if failures and not all_records else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
