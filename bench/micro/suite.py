@@ -20,7 +20,7 @@ Writes OUT_DIR/micro.json (a list of records {"benchmark", "system",
 OUT_DIR/micro.run.json (the run: machine, settings, skipped points, time),
 then renders OUT_DIR/micro.md and the PNG plots with report.py.
 
-Bounded: the default run takes about 10-14 minutes here, --quick about 4; a
+Bounded: the default run takes about 10 minutes here, --quick about 2; a
 section that has spent its share of the time budget starts no more runs (and
 says which it left out). Python 3 standard library only (the plots need
 matplotlib, and are skipped with a message without it).
@@ -230,7 +230,7 @@ def main():
     ap.add_argument("--data-dir", default=None,
                     help="where the 1 GiB O_DIRECT file is made once and reused (default: BUILD/bench-data)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per point (default 3, at least 3)")
-    ap.add_argument("--quick", action="store_true", help="fewer points and shorter runs: about 4 minutes")
+    ap.add_argument("--quick", action="store_true", help="fewer points and shorter runs: about 2 minutes")
     ap.add_argument("--cpu", type=int, default=1, help="CPU to pin every process to (default 1)")
     ap.add_argument("--only", default=None, help="comma-separated sections: " + ", ".join(SECTIONS))
     args = ap.parse_args()
