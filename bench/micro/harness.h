@@ -1,5 +1,5 @@
 /*
- * harness.h — the shared part of the core microbenchmarks (weft-micro,
+ * harness.h — the shared part of the microbenchmarks (weft-micro,
  * st-micro, nptl-micro): command line, clock, calibration, RSS, output.
  * Header-only, C11 and C++20.
  *
@@ -12,7 +12,7 @@
  * warms up and calibrates by running it with growing counts until one run
  * takes >= 1/10 of --min-time (default 0.3 s), then times one run sized to
  * last about --min-time. Each process reports ONE measurement; repetitions
- * are separate processes (bench/micro/run.py).
+ * are separate processes (bench/micro/suite.py).
  */
 #ifndef WEFT_BENCH_HARNESS_H
 #define WEFT_BENCH_HARNESS_H
@@ -138,7 +138,7 @@ static inline int bench_in(const char *names, const char *name) {
 
 /* bench_parse for a system that has only some of the benchmarks (`names`,
  * space-separated): --list prints those, and asking for another is a usage
- * error naming what the system has (run.py plans from --list). */
+ * error naming what the system has (suite.py plans from --list). */
 static inline int bench_parse_only(int argc, char **argv, bench_opts *o, const char *system, long default_threads,
                                    const char *names);
 
@@ -303,7 +303,7 @@ typedef uint64_t (*bench_timed_fn)(long iters, void *ctx);
 
 /* CPU time the process got during the last timed run, over its wall time:
  * near 1 when the CPU was ours, lower when something else ran on it (the
- * machine is shared). Reported as "cpu_share"; run.py retries low ones. */
+ * machine is shared). Reported as "cpu_share"; suite.py retries low ones. */
 static double bench_cpu_share = 0;
 
 static inline uint64_t bench_cpu_ns(void) {

@@ -1,5 +1,5 @@
 // weft-micro — the core microbenchmarks on weft, all on one vproc.
-// See harness.h for the command line; bench/micro/run.py runs it pinned.
+// See harness.h for the command line; bench/micro/suite.py runs it pinned.
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
