@@ -35,7 +35,7 @@ import statistics
 import sys
 import time
 
-from benchlib import log, machine_line, pick_cpu, run_one
+from benchlib import ATTEMPTS, log, machine_line, pick_cpu, run_plan
 
 BENCH_ID = "fig2.pipe_tokens"
 # (system id, binary, extra arguments)
@@ -57,7 +57,6 @@ QUICK_PIPES = [8, 64, 512, 4096]
 QUICK_BUDGET_S = 170                  # --quick stops starting runs after this (bounded <= 3 min)
 RUN_TIMEOUT_S = 120                   # one process; the binary's own watchdog is set a bit below
 CPU_SHARE_OK = 0.9
-ATTEMPTS = 3
 
 
 def fmt_rate(v):
@@ -105,7 +104,7 @@ def summarise(results, skipped):
     records = []
     for (sysid, pipes), slot in results.items():
         if not slot["values"]:
-            if slot["fail"]:
+            if slot["fail"] and not slot.get("wrong_system"):
                 skipped.append(f"skipped: {sysid} at {pipes:,} pipes: every run failed ({slot['fail'][0]})")
             continue
         vals = slot["values"]
@@ -283,46 +282,19 @@ def main():
     for s in skipped:
         log("pipetest.py: " + s)
 
-    plan = [(n, r, s) for n in counts for r in range(args.reps) for s in systems]
-    results = {}  # (sysid, pipes) -> slot
-    t_start = time.monotonic()
     run_timeout = min(RUN_TIMEOUT_S, 40) if args.quick else RUN_TIMEOUT_S
-    out_of_time = []
-    for i, (n, r, (sysid, path, extra)) in enumerate(plan, 1):
-        slot = results.setdefault((sysid, n), {"values": [], "recs": [], "fail": [], "retries": 0, "disturbed": 0})
-        if budget is not None and time.monotonic() - t_start > budget:
-            out_of_time.append(f"{sysid} at {n:,} pipes rep {r + 1}")
-            continue
-        if slot.get("wrong_backend"):
-            continue
-        cmd = ["taskset", "-c", str(cpu), path, "--pipes", str(n), "--tokens", str(tokens),
-               "--timeout", str(run_timeout - 5), "--json"] + extra
-        label = f"[{i}/{len(plan)}] {sysid} pipes={n:,} rep {r + 1}"
-        for attempt in range(1, ATTEMPTS + 1):
-            rec, why, dt = run_one(cmd, run_timeout, check=verified)
-            share = rec.get("cpu_share") if rec else None
-            if rec is None or share is None or share >= CPU_SHARE_OK or attempt == ATTEMPTS:
-                break
-            slot["retries"] += 1
-            log(f"{label}: disturbed (cpu_share {share:.2f}: the CPU was shared), running it again")
-        if rec is None:
-            slot["fail"].append(why)
-            log(f"{label}: FAILED ({why})")
-            continue
-        if rec.get("system") != sysid:
-            # weft ran another backend than asked (the kernel refused io_uring): not a weft-uring number.
-            slot["wrong_backend"] = True
-            skipped.append(f"skipped: {sysid}: asked for it, weft ran {rec.get('system')} (the kernel refused "
-                           f"the backend)")
-            log(f"{label}: {skipped[-1]}")
-            continue
-        if share is not None and share < CPU_SHARE_OK:
-            slot["disturbed"] += 1
-        slot["values"].append(float(rec["value"]))
-        slot["recs"].append(rec)
-        log(f"{label}: {rec['value']:,.0f} tokens/s" + (f" cpu_share {share:.2f}" if share is not None else "")
-            + f" ({dt:.1f} s, {time.monotonic() - t_start:.0f} s so far)")
+    plan = [{"key": (sysid, n), "label": f"{sysid} pipes={n:,} rep {r + 1}",
+             "cmd": ["taskset", "-c", str(cpu), path, "--pipes", str(n), "--tokens", str(tokens),
+                     "--timeout", str(run_timeout - 5), "--json"] + extra,
+             "timeout": run_timeout, "share_ok": CPU_SHARE_OK, "check": verified, "system": sysid}
+            for n in counts for r in range(args.reps) for sysid, path, extra in systems]
+    t_start = time.monotonic()
+    results, out_of_time = run_plan(plan, budget_s=budget)
     total = time.monotonic() - t_start
+    # weft ran another backend than asked (the kernel refused io_uring): not a weft-uring number.
+    wrong = {key[0]: slot["wrong_system"] for key, slot in results.items() if slot.get("wrong_system")}
+    for sysid, ran in wrong.items():
+        skipped.append(f"skipped: {sysid}: asked for it, weft ran {ran} (the kernel refused the backend)")
     if out_of_time:
         skipped.append(f"skipped (--quick time budget of {QUICK_BUDGET_S} s spent): {len(out_of_time)} run(s): "
                        + ", ".join(out_of_time[:6]) + (" ..." if len(out_of_time) > 6 else ""))
