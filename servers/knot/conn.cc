@@ -1,0 +1,308 @@
+// One connection, one weft thread: read a request, answer it, repeat. The
+// code is what a programmer writes for kernel threads; weft makes each
+// blocking call park only this thread.
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "access_log.hpp"
+#include "knot.hpp"
+
+namespace knot {
+namespace {
+
+using weft::http::BodyKind;
+using weft::http::ParseResult;
+using weft::http::Reply;
+using weft::http::Request;
+
+constexpr size_t kCopyChunk = 64 * 1024;  // knot-c: chunks of a file too big for the cache
+
+uint64_t seconds_ns(double s) { return s <= 0 ? 0 : static_cast<uint64_t>(s * 1e9); }
+
+// Send all of iov[0, n) (weft_writev returns short counts only on a
+// timeout or an error). False if the connection failed.
+bool send_all(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        ssize_t w = weft_writev(fd, iov, n);
+        if (w <= 0) return false;
+        size_t left = static_cast<size_t>(w);
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            ++iov;
+            --n;
+        }
+        if (n > 0) {
+            iov->iov_base = static_cast<char *>(iov->iov_base) + left;
+            iov->iov_len -= left;
+        }
+    }
+    return true;
+}
+
+bool send_head_more(int fd, const Reply &r) { // the head, with the body to follow in the same segment
+    size_t done = 0;
+    while (done < r.head_len) {
+        ssize_t w = weft_send(fd, r.head + done, r.head_len - done, MSG_MORE);
+        if (w <= 0) return false;
+        done += static_cast<size_t>(w);
+    }
+    return true;
+}
+
+// knot-c without the content in memory: read and write in chunks.
+bool copy_file(int fd, const Reply &r) {
+    std::unique_ptr<char[]> buf(new (std::nothrow) char[kCopyChunk]);
+    if (!buf || !send_head_more(fd, r)) return false;
+    uint64_t off = r.offset, left = r.length;
+    while (left > 0) {
+        ssize_t n = weft_pread(r.file->fd, buf.get(), std::min<uint64_t>(left, kCopyChunk), static_cast<off_t>(off));
+        if (n <= 0) return false; // the file shrank: the promised length cannot be kept
+        struct iovec iov = {buf.get(), static_cast<size_t>(n)};
+        if (!send_all(fd, &iov, 1)) return false;
+        off += static_cast<uint64_t>(n);
+        left -= static_cast<uint64_t>(n);
+    }
+    return true;
+}
+
+bool send_reply(Server &s, int fd, const Reply &r) {
+    switch (r.body) {
+    case BodyKind::None: {
+        struct iovec iov = {const_cast<char *>(r.head), r.head_len};
+        return send_all(fd, &iov, 1);
+    }
+    case BodyKind::Memory: {
+        struct iovec iov[2] = {{const_cast<char *>(r.head), r.head_len},
+                               {const_cast<char *>(r.mem), static_cast<size_t>(r.length)}};
+        return send_all(fd, iov, 2);
+    }
+    case BodyKind::File:
+        break;
+    }
+    if (s.opt.mode == Mode::C) return copy_file(fd, r);
+    if (!send_head_more(fd, r)) return false;
+    int how = s.opt.mode == Mode::B ? WEFT_SENDFILE_BLOCKING
+              : s.opt.mode == Mode::Uring ? WEFT_SENDFILE_SPLICE
+                                           : WEFT_SENDFILE_NONBLOCKING;
+    off_t off = static_cast<off_t>(r.offset);
+    ssize_t n = weft_sendfile_mode(fd, r.file->fd, &off, r.length, how);
+    return n == static_cast<ssize_t>(r.length);
+}
+
+void count_status(Counters &c, unsigned status) {
+    auto &slot = status < 300 ? c.status_2xx : status < 400 ? c.status_3xx : status < 500 ? c.status_4xx : c.status_5xx;
+    slot.fetch_add(1, std::memory_order_relaxed);
+}
+
+// /.weft/stats (with --stats): the server's and the runtime's counters.
+std::string stats_json(Server &s) {
+    weft_stats_t w;
+    weft_stats_get(-1, &w);
+    auto cc = s.cache->counters();
+    const Counters &c = s.counters;
+    auto r = [](const std::atomic<uint64_t> &a) { return static_cast<unsigned long long>(a.load()); };
+    char buf[2048];
+    int n = snprintf(
+        buf, sizeof buf,
+        "{\"server\": \"weft-knot\", \"mode\": \"%s\", \"vprocs\": %d, \"uptime_s\": %.1f,\n"
+        " \"connections\": {\"open\": %ld, \"accepted\": %llu, \"rejected_busy\": %llu, \"accept_errors\": %llu},\n"
+        " \"requests\": %llu, \"bytes_out\": %llu, \"timeouts\": %llu,\n"
+        " \"status\": {\"2xx\": %llu, \"3xx\": %llu, \"4xx\": %llu, \"5xx\": %llu},\n"
+        " \"file_cache\": {\"entries\": %llu, \"hits\": %llu, \"misses\": %llu, \"revalidations\": %llu,"
+        " \"evictions\": %llu, \"content_bytes\": %llu},\n"
+        " \"runtime\": {\"io_backend\": \"%s\", \"switches\": %llu, \"threads_live\": %llu, \"threads_created\": %llu,"
+        " \"io_syscalls\": %llu, \"io_parks\": %llu, \"io_waits\": %llu, \"io_completions\": %llu,"
+        " \"sendfile_bytes\": %llu, \"offloaded\": %llu, \"stacks_mapped\": %llu}}\n",
+        mode_name(s.opt.mode), weft_vproc_count(), static_cast<double>(weft_now_ns() - s.started_ns) / 1e9,
+        c.open_conns.load(), r(c.accepted), r(c.rejected_busy), r(c.accept_errors), r(c.requests), r(c.bytes_out),
+        r(c.timeouts), r(c.status_2xx), r(c.status_3xx), r(c.status_4xx), r(c.status_5xx),
+        static_cast<unsigned long long>(cc.entries), static_cast<unsigned long long>(cc.hits),
+        static_cast<unsigned long long>(cc.misses), static_cast<unsigned long long>(cc.revalidations),
+        static_cast<unsigned long long>(cc.evictions), static_cast<unsigned long long>(cc.content_bytes),
+        weft_io_backend(), static_cast<unsigned long long>(w.switches),
+        static_cast<unsigned long long>(w.threads_live), static_cast<unsigned long long>(w.threads_created),
+        static_cast<unsigned long long>(w.io_syscalls), static_cast<unsigned long long>(w.io_parks),
+        static_cast<unsigned long long>(w.io_waits), static_cast<unsigned long long>(w.io_completions),
+        static_cast<unsigned long long>(w.sendfile_bytes), static_cast<unsigned long long>(w.offloaded),
+        static_cast<unsigned long long>(w.stacks_mapped));
+    return std::string(buf, static_cast<size_t>(std::max(n, 0)));
+}
+
+void stats_reply(Server &s, const Request &req, bool keep_alive, std::string *body, Reply *out) {
+    *body = stats_json(s);
+    out->clear();
+    out->status = 200;
+    out->keep_alive = keep_alive;
+    out->body = req.method == weft::http::Method::Head ? BodyKind::None : BodyKind::Memory;
+    out->mem = body->data();
+    out->length = out->body == BodyKind::Memory ? body->size() : 0;
+    int n = snprintf(out->head, sizeof out->head,
+                     "HTTP/1.1 200 OK\r\nServer: weft-knot\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: %s\r\n\r\n",
+                     body->size(), keep_alive ? "keep-alive" : "close");
+    out->head_len = static_cast<uint32_t>(n);
+}
+
+bool is_stats_target(std::string_view t) {
+    size_t q = t.find('?');
+    return t.substr(0, q) == "/.weft/stats";
+}
+
+// Read and drop a request body of `len` bytes, `have` of which are in the
+// buffer after the head. False if the client went away or was too slow.
+bool skip_body(int fd, char *in, size_t head_len, size_t *have, uint64_t len) {
+    size_t in_buf = *have - head_len;
+    if (in_buf >= len) {
+        std::memmove(in + head_len, in + head_len + len, in_buf - len);
+        *have -= static_cast<size_t>(len);
+        return true;
+    }
+    len -= in_buf;
+    *have = head_len;
+    char sink[4096];
+    while (len > 0) {
+        ssize_t n = weft_recv(fd, sink, std::min<uint64_t>(len, sizeof sink), 0);
+        if (n <= 0) return false;
+        len -= static_cast<uint64_t>(n);
+    }
+    return true;
+}
+
+} // namespace
+
+void serve_connection(Server &s, int fd, const struct sockaddr_storage &peer) {
+    ConnNode node;
+    node.fd = fd;
+    conn_register(s, &node);
+    char in[kInBuf];
+    size_t have = 0;
+    weft::http::Parser parser(s.limits);
+    Request req;
+    Reply reply;
+    std::string stats_body;
+    long served = 0;
+    uint64_t head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+
+    for (;;) {
+        // ---- a request head: read until the parser has one ----
+        ParseResult pr = have ? parser.parse(in, have, &req) : ParseResult{ParseResult::NeedMore, 0};
+        bool closed = false;
+        while (pr.kind == ParseResult::NeedMore) {
+            if (have == sizeof in) { // cannot happen while Limits::head_bytes < kInBuf; never overrun
+                pr = {ParseResult::Error, 431};
+                break;
+            }
+            const bool idle = have == 0 && served > 0; // between requests: the keep-alive timeout
+            weft_set_io_deadline_ns(idle ? weft_now_ns() + seconds_ns(s.opt.keepalive_timeout_s) : head_deadline);
+            ssize_t n = weft_recv(fd, in + have, sizeof in - have, 0);
+            if (n <= 0) {
+                if (n < 0 && errno == ETIMEDOUT) {
+                    s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+                    if (!idle) pr = {ParseResult::Error, 408}; // a slow head gets 408; an idle client just goes
+                }
+                closed = pr.kind != ParseResult::Error;
+                break;
+            }
+            if (idle) head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+            have += static_cast<size_t>(n);
+            pr = parser.parse(in, have, &req);
+        }
+        if (closed) break;
+
+        weft_set_io_deadline_ns(0);
+        weft_set_io_timeout_ns(seconds_ns(s.opt.send_timeout_s));
+        s.counters.requests.fetch_add(1, std::memory_order_relaxed);
+        ++served;
+        if (pr.kind == ParseResult::Error) {
+            // Malformed or refused: answer and close; what follows cannot be trusted.
+            s.responder->error(pr.status, &reply);
+            bool ok = send_reply(s, fd, reply);
+            count_status(s.counters, reply.status);
+            if (ok) s.counters.bytes_out.fetch_add(reply.head_len + reply.length, std::memory_order_relaxed);
+            if (s.log) s.log->add(peer, {}, {}, 1, reply.status, reply.length, {}, {});
+            break;
+        }
+        if (req.has_body && !skip_body(fd, in, req.head_len, &have, req.body_len)) break;
+
+        const bool allow_keep_alive = !s.stopping.load(std::memory_order_relaxed) && served < s.opt.max_requests;
+        if (s.opt.stats && is_stats_target(req.target))
+            stats_reply(s, req, allow_keep_alive && req.keep_alive, &stats_body, &reply);
+        else
+            s.responder->respond(req, allow_keep_alive, &reply);
+        bool ok = send_reply(s, fd, reply);
+        count_status(s.counters, reply.status);
+        if (ok) s.counters.bytes_out.fetch_add(reply.head_len + reply.length, std::memory_order_relaxed);
+        if (s.log)
+            s.log->add(peer, req.method_text, req.target, req.version_minor, reply.status, reply.length, req.referer,
+                       req.user_agent);
+        reply.file.reset(); // let the cache close a replaced file now, not at the next request
+        if (!ok || !reply.keep_alive) break;
+
+        // ---- the next request: what follows this one in the buffer ----
+        std::memmove(in, in + req.head_len, have - req.head_len);
+        have -= req.head_len;
+        head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+    }
+    conn_unregister(s, &node);
+    weft_close(fd);
+}
+
+// ---- the registry of open connections ----
+
+namespace {
+struct Registry {
+    weft_mutex_t mu = WEFT_MUTEX_INITIALIZER;
+    weft_cond_t all_gone = WEFT_COND_INITIALIZER;
+    ConnNode *head = nullptr; // every open connection
+    long live = 0;
+    bool shutting = false;
+};
+Registry registry;
+} // namespace
+
+void conn_register(Server &s, ConnNode *c) {
+    weft_mutex_lock(&registry.mu);
+    c->prev = nullptr;
+    c->next = registry.head;
+    if (registry.head) registry.head->prev = c;
+    registry.head = c;
+    ++registry.live;
+    bool late = registry.shutting;
+    weft_mutex_unlock(&registry.mu);
+    s.counters.open_conns.fetch_add(1, std::memory_order_relaxed);
+    if (late) weft_shutdown(c->fd, SHUT_RD); // accepted as shutdown began: serve what came, then end
+}
+
+void conn_unregister(Server &s, ConnNode *c) {
+    weft_mutex_lock(&registry.mu);
+    (c->prev ? c->prev->next : registry.head) = c->next;
+    if (c->next) c->next->prev = c->prev;
+    if (--registry.live == 0) weft_cond_broadcast(&registry.all_gone);
+    weft_mutex_unlock(&registry.mu);
+    s.counters.open_conns.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void conn_shutdown_all(Server &) {
+    // SHUT_RD: a connection waiting for its next request reads EOF and ends;
+    // one in the middle of a response finishes sending it first.
+    weft_mutex_lock(&registry.mu);
+    registry.shutting = true;
+    for (ConnNode *c = registry.head; c; c = c->next) weft_shutdown(c->fd, SHUT_RD);
+    weft_mutex_unlock(&registry.mu);
+}
+
+void conn_wait_all(Server &) {
+    weft_mutex_lock(&registry.mu);
+    while (registry.live > 0) weft_cond_wait(&registry.all_gone, &registry.mu);
+    weft_mutex_unlock(&registry.mu);
+}
+
+} // namespace knot

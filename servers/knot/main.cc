@@ -1,0 +1,509 @@
+// weft-knot: options, start-up, the accept loops, and graceful shutdown.
+// See knot.hpp for the modes and docs/knot.md for the whole server.
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "access_log.hpp"
+#include "knot.hpp"
+
+namespace knot {
+
+const char *mode_name(Mode m) {
+    switch (m) {
+    case Mode::C: return "c";
+    case Mode::NB: return "nb";
+    case Mode::B: return "b";
+    case Mode::Uring: return "uring";
+    }
+    return "?";
+}
+
+namespace {
+
+void usage(FILE *out) {
+    std::fputs(
+        "usage: weft-knot [options]\n"
+        "Knot, Capriccio's thread-per-connection web server, on weft: serves the\n"
+        "static files below --root over HTTP/1.1 until SIGINT or SIGTERM.\n"
+        "\n"
+        "  --listen ADDR:PORT       address to serve on (default 127.0.0.1:8080; port 0 picks\n"
+        "                           a free one; [::1]:8080 for IPv6)\n"
+        "  --root DIR               document root (default: the current directory)\n"
+        "  --mode c|nb|b|uring      how bodies are sent (default nb):\n"
+        "                             c      application content cache + writev (knot-c)\n"
+        "                             nb     non-blocking sendfile (knot-nb)\n"
+        "                             b      blocking sendfile in offload workers (knot-b)\n"
+        "                             uring  io_uring splice\n"
+        "  --threads N              N threads looping on accept (as in the study); 0 = a new\n"
+        "                           thread per accepted connection (default 0)\n"
+        "  --vprocs N               kernel threads running weft threads, one accept loop (and\n"
+        "                           SO_REUSEPORT socket) each (default 1)\n"
+        "  --workers N              offload pool threads (default: the runtime's, 4)\n"
+        "  --cache-mb M             knot-c content cache in MiB (default 64)\n"
+        "  --fd-cache N             open files kept with their headers (default 4096)\n"
+        "  --max-conns N            connections served at once; more get 503 (default 10000)\n"
+        "  --max-requests N         requests per connection before it closes (default 1000)\n"
+        "  --keepalive-timeout S    idle seconds between requests before closing (default 15)\n"
+        "  --header-timeout S       seconds to send a whole request head, else 408 (default 10)\n"
+        "  --send-timeout S         seconds a send may make no progress (default 60)\n"
+        "  --access-log FILE        append one combined-format line per response\n"
+        "  --stats                  serve runtime and server counters as JSON at /.weft/stats\n"
+        "  --follow-symlinks        serve symlinks that lead outside the root (default: 403)\n"
+        "  --no-reuseport           with several vprocs, share one listening socket\n"
+        "  --quiet                  no start-up and shutdown lines on stdout\n"
+        "  --help                   this text\n"
+        "\n"
+        "Exit status: 0 after a graceful shutdown, 1 when it cannot start (bind, root),\n"
+        "2 for a usage error. Environment: WEFT_IO (uring|epoll|poll) picks the reactor.\n",
+        out);
+}
+
+[[noreturn]] void usage_error(const char *fmt, const char *arg) {
+    std::fprintf(stderr, "weft-knot: ");
+    std::fprintf(stderr, fmt, arg);
+    std::fprintf(stderr, "\n(see weft-knot --help)\n");
+    std::exit(2);
+}
+
+long parse_long(const char *opt, const char *s, long lo, long hi) {
+    char *end = nullptr;
+    errno = 0;
+    long v = std::strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        std::fprintf(stderr, "weft-knot: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, s);
+        std::exit(2);
+    }
+    return v;
+}
+
+double parse_seconds(const char *opt, const char *s) {
+    char *end = nullptr;
+    errno = 0;
+    double v = std::strtod(s, &end);
+    if (errno || end == s || *end || !std::isfinite(v) || v <= 0 || v > 86400) {
+        std::fprintf(stderr, "weft-knot: %s wants seconds in (0, 86400], got '%s'\n", opt, s);
+        std::exit(2);
+    }
+    return v;
+}
+
+Options parse_options(int argc, char **argv) {
+    enum {
+        kListen = 256, kRoot, kMode, kThreads, kVprocs, kWorkers, kCacheMb, kFdCache, kMaxConns, kMaxRequests,
+        kKeepalive, kHeaderTimeout, kSendTimeout, kAccessLog, kStats, kFollow, kNoReuseport, kQuiet, kHelp
+    };
+    static const struct option longs[] = {
+        {"listen", required_argument, nullptr, kListen},
+        {"root", required_argument, nullptr, kRoot},
+        {"mode", required_argument, nullptr, kMode},
+        {"threads", required_argument, nullptr, kThreads},
+        {"vprocs", required_argument, nullptr, kVprocs},
+        {"workers", required_argument, nullptr, kWorkers},
+        {"cache-mb", required_argument, nullptr, kCacheMb},
+        {"fd-cache", required_argument, nullptr, kFdCache},
+        {"max-conns", required_argument, nullptr, kMaxConns},
+        {"max-requests", required_argument, nullptr, kMaxRequests},
+        {"keepalive-timeout", required_argument, nullptr, kKeepalive},
+        {"header-timeout", required_argument, nullptr, kHeaderTimeout},
+        {"send-timeout", required_argument, nullptr, kSendTimeout},
+        {"access-log", required_argument, nullptr, kAccessLog},
+        {"stats", no_argument, nullptr, kStats},
+        {"follow-symlinks", no_argument, nullptr, kFollow},
+        {"no-reuseport", no_argument, nullptr, kNoReuseport},
+        {"quiet", no_argument, nullptr, kQuiet},
+        {"help", no_argument, nullptr, kHelp},
+        {nullptr, 0, nullptr, 0},
+    };
+    Options o;
+    opterr = 0;
+    for (;;) {
+        int idx = 0;
+        int c = getopt_long(argc, argv, "h", longs, &idx);
+        if (c == -1) break;
+        const char *a = optarg;
+        switch (c) {
+        case kListen: o.listen = a; break;
+        case kRoot: o.root = a; break;
+        case kMode:
+            if (!std::strcmp(a, "c")) o.mode = Mode::C;
+            else if (!std::strcmp(a, "nb")) o.mode = Mode::NB;
+            else if (!std::strcmp(a, "b")) o.mode = Mode::B;
+            else if (!std::strcmp(a, "uring")) o.mode = Mode::Uring;
+            else usage_error("--mode is c, nb, b or uring, not '%s'", a);
+            break;
+        case kThreads: o.threads = static_cast<int>(parse_long("--threads", a, 0, 1000000)); break;
+        case kVprocs: o.vprocs = static_cast<int>(parse_long("--vprocs", a, 1, 64)); break;
+        case kWorkers: o.workers = static_cast<int>(parse_long("--workers", a, 1, 256)); break;
+        case kCacheMb: o.cache_mb = parse_long("--cache-mb", a, 0, 1 << 20); break;
+        case kFdCache: o.fd_cache = parse_long("--fd-cache", a, 1, 1 << 20); break;
+        case kMaxConns: o.max_conns = parse_long("--max-conns", a, 1, 10000000); break;
+        case kMaxRequests: o.max_requests = parse_long("--max-requests", a, 1, 1L << 40); break;
+        case kKeepalive: o.keepalive_timeout_s = parse_seconds("--keepalive-timeout", a); break;
+        case kHeaderTimeout: o.header_timeout_s = parse_seconds("--header-timeout", a); break;
+        case kSendTimeout: o.send_timeout_s = parse_seconds("--send-timeout", a); break;
+        case kAccessLog: o.access_log = a; break;
+        case kStats: o.stats = true; break;
+        case kFollow: o.follow_symlinks = true; break;
+        case kNoReuseport: o.reuseport = false; break;
+        case kQuiet: o.quiet = true; break;
+        case kHelp:
+        case 'h': usage(stdout); std::exit(0);
+        default:
+            usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+    return o;
+}
+
+// ---- listening ----
+
+// "host:port", "[v6]:port" -> address. Exits 1 with a message on failure.
+struct sockaddr_storage resolve(const std::string &listen, socklen_t *len) {
+    std::string host, port;
+    if (!listen.empty() && listen[0] == '[') {
+        size_t close = listen.find(']');
+        if (close == std::string::npos || close + 1 >= listen.size() || listen[close + 1] != ':')
+            usage_error("--listen wants ADDR:PORT or [ADDR]:PORT, not '%s'", listen.c_str());
+        host = listen.substr(1, close - 1);
+        port = listen.substr(close + 2);
+    } else {
+        size_t colon = listen.rfind(':');
+        if (colon == std::string::npos) usage_error("--listen wants ADDR:PORT, not '%s'", listen.c_str());
+        host = listen.substr(0, colon);
+        port = listen.substr(colon + 1);
+    }
+    parse_long("--listen port", port.c_str(), 0, 65535);
+    struct addrinfo hints {};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    struct addrinfo *res = nullptr;
+    int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0) {
+        std::fprintf(stderr, "weft-knot: cannot resolve '%s': %s\n", host.c_str(), gai_strerror(rc));
+        std::exit(1);
+    }
+    struct sockaddr_storage ss {};
+    std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return ss;
+}
+
+int listen_on(struct sockaddr_storage *ss, socklen_t len, bool reuseport, const std::string &what) {
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+            close(fd);
+            return -2; // no SO_REUSEPORT: the caller shares one socket
+        }
+    }
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr *>(ss), len) != 0 || listen(fd, 4096) != 0) {
+        std::fprintf(stderr, "weft-knot: cannot listen on %s: %s\n", what.c_str(), std::strerror(errno));
+        std::exit(1);
+    }
+    getsockname(fd, reinterpret_cast<sockaddr *>(ss), &len); // the port, if 0 was asked
+    return fd;
+}
+
+std::string address_text(const struct sockaddr_storage &ss) {
+    char host[NI_MAXHOST], port[NI_MAXSERV];
+    socklen_t len = ss.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    getnameinfo(reinterpret_cast<const sockaddr *>(&ss), len, host, sizeof host, port, sizeof port,
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    return ss.ss_family == AF_INET6 ? "[" + std::string(host) + "]:" + port : std::string(host) + ":" + port;
+}
+
+// ---- running ----
+
+Server server;
+int signal_fd = -1;
+int spare_fd = -1;          // held so that a full descriptor table can still shed load
+weft_mutex_t spare_mu = WEFT_MUTEX_INITIALIZER;
+char busy_reply[512];
+size_t busy_len = 0;
+
+struct Accepted {
+    int fd;
+    struct sockaddr_storage peer;
+};
+
+void *connection_thread(void *arg) {
+    Accepted *a = static_cast<Accepted *>(arg);
+    Accepted mine = *a;
+    delete a;
+    serve_connection(server, mine.fd, mine.peer);
+    return nullptr;
+}
+
+void refuse(int fd) { // 503 and close, never waiting on this client
+    weft_send(fd, busy_reply, busy_len, MSG_DONTWAIT);
+    weft_close(fd);
+    server.counters.rejected_busy.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The descriptor table is full: take one connection with the spare
+// descriptor, tell it we are busy, and back off briefly so the connections
+// being served can finish and free theirs.
+void shed_one(int lfd) {
+    weft_mutex_lock(&spare_mu);
+    if (spare_fd >= 0) {
+        weft_close(spare_fd);
+        spare_fd = -1;
+        int fd = weft_accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) refuse(fd);
+        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    weft_mutex_unlock(&spare_mu);
+    static uint64_t last_warned = 0;
+    uint64_t now = weft_now_ns();
+    if (now - last_warned > 1000000000ull) {
+        std::fprintf(stderr, "weft-knot: descriptor table full (EMFILE): refusing new connections with 503\n");
+        last_warned = now;
+    }
+    weft_sleep_ns(10 * 1000 * 1000);
+}
+
+// Accept one connection. -1: stop this loop.
+int accept_one(int lfd, Accepted *a) {
+    for (;;) {
+        socklen_t len = sizeof a->peer;
+        int fd = weft_accept4(lfd, reinterpret_cast<sockaddr *>(&a->peer), &len, SOCK_CLOEXEC);
+        if (server.stopping.load(std::memory_order_relaxed)) {
+            if (fd >= 0) weft_close(fd);
+            return -1;
+        }
+        if (fd >= 0) {
+            server.counters.accepted.fetch_add(1, std::memory_order_relaxed);
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            return fd;
+        }
+        server.counters.accept_errors.fetch_add(1, std::memory_order_relaxed);
+        switch (errno) {
+        case EMFILE:
+        case ENFILE:
+            shed_one(lfd);
+            break;
+        case EBADF:
+        case EINVAL:
+        case ENOTSOCK:
+            return -1; // the socket is gone
+        case ENOBUFS:
+        case ENOMEM:
+            weft_sleep_ns(10 * 1000 * 1000);
+            break;
+        default: // ECONNABORTED, EPROTO, ...: that client gave up; go on
+            break;
+        }
+    }
+}
+
+// threads == 0: one of these per vproc, a new thread per connection.
+void *acceptor(void *arg) {
+    int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
+    weft_thread_attr_t attr;
+    weft_thread_attr_init(&attr);
+    attr.detached = 1;
+    attr.name = "conn";
+    for (;;) {
+        Accepted a;
+        int fd = accept_one(lfd, &a);
+        if (fd < 0) break;
+        if (server.counters.open_conns.load(std::memory_order_relaxed) >= server.opt.max_conns) {
+            refuse(fd);
+            continue;
+        }
+        a.fd = fd;
+        auto *heap = new (std::nothrow) Accepted(a);
+        weft_thread_t t;
+        if (!heap || weft_thread_create(&t, &attr, connection_thread, heap) != 0) {
+            delete heap;
+            refuse(fd);
+        }
+    }
+    return nullptr;
+}
+
+// threads > 0: each loops on accept and serves the connection itself.
+void *accept_and_serve(void *arg) {
+    int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
+    for (;;) {
+        Accepted a;
+        int fd = accept_one(lfd, &a);
+        if (fd < 0) break;
+        serve_connection(server, fd, a.peer);
+    }
+    return nullptr;
+}
+
+void *log_flusher(void *) {
+    for (int tick = 0; !server.stopping.load(std::memory_order_relaxed); ++tick) {
+        weft_sleep_ns(200 * 1000 * 1000);
+        if (tick % 5 == 4) server.log->flush();
+    }
+    return nullptr;
+}
+
+// Waits for SIGINT/SIGTERM, then shuts down: no new connections, every
+// response in flight finished, idle connections closed, the log written.
+void *signal_watcher(void *) {
+    struct signalfd_siginfo si;
+    while (weft_read(signal_fd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) {
+        if (errno != EAGAIN && errno != EINTR) break;
+    }
+    if (!server.opt.quiet)
+        std::printf("weft-knot: %s: shutting down (%ld connections open)\n", strsignal(static_cast<int>(si.ssi_signo)),
+                    server.counters.open_conns.load());
+    std::fflush(stdout);
+    server.stopping.store(true);
+    for (int i = 0; i < server.listen_count; ++i) weft_close(server.listen_fds[i]); // wakes the acceptors (EBADF)
+    conn_shutdown_all(server);
+    conn_wait_all(server);
+    return nullptr;
+}
+
+ssize_t weft_pread_fn(int fd, void *buf, size_t n, off_t off) { return weft_pread(fd, buf, n, off); }
+int weft_close_fn(int fd) { return weft_close(fd); }
+
+int run(void *) {
+    Server &s = server;
+    s.started_ns = weft_now_ns();
+    weft::http::CacheOptions co;
+    co.max_entries = static_cast<size_t>(s.opt.fd_cache);
+    co.content_bytes = s.opt.mode == Mode::C ? static_cast<size_t>(s.opt.cache_mb) << 20 : 0;
+    co.follow_symlinks = s.opt.follow_symlinks;
+    co.server = "weft-knot";
+    co.pread = weft_pread_fn;
+    co.close = weft_close_fn;
+    weft::http::FileCache cache(s.root_fd, co);
+    weft::http::ResponderOptions ro;
+    ro.server = "weft-knot";
+    ro.use_content = s.opt.mode == Mode::C;
+    weft::http::Responder responder(&cache, ro);
+    s.cache = &cache;
+    s.responder = &responder;
+    weft::http::Reply busy;
+    responder.error(503, &busy);
+    std::memcpy(busy_reply, busy.head, busy.head_len);
+    std::memcpy(busy_reply + busy.head_len, busy.mem, busy.length);
+    busy_len = busy.head_len + busy.length;
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    AccessLog log;
+    if (!s.opt.access_log.empty()) {
+        if (!log.open(s.opt.access_log)) {
+            std::fprintf(stderr, "weft-knot: cannot open the access log '%s': %s\n", s.opt.access_log.c_str(),
+                         std::strerror(errno));
+            return 1;
+        }
+        s.log = &log;
+    }
+
+    weft_thread_t watcher, flusher{};
+    std::vector<weft_thread_t> loops;
+    weft_thread_create(&watcher, nullptr, signal_watcher, nullptr);
+    if (s.log) weft_thread_create(&flusher, nullptr, log_flusher, nullptr);
+    int vprocs = weft_vproc_count();
+    int nthreads = s.opt.threads > 0 ? s.opt.threads : vprocs;
+    for (int i = 0; i < nthreads; ++i) {
+        weft_thread_attr_t attr;
+        weft_thread_attr_init(&attr);
+        attr.home_vproc = i % vprocs;
+        attr.name = s.opt.threads > 0 ? "knot" : "acceptor";
+        int lfd = s.listen_fds[s.listen_count > 1 ? i % s.listen_count : 0];
+        weft_thread_t t;
+        int rc = weft_thread_create(&t, &attr, s.opt.threads > 0 ? accept_and_serve : acceptor,
+                                    reinterpret_cast<void *>(static_cast<intptr_t>(lfd)));
+        if (rc != 0) {
+            std::fprintf(stderr, "weft-knot: cannot create thread %d: %s\n", i, std::strerror(rc));
+            break;
+        }
+        loops.push_back(t);
+    }
+    if (!s.opt.quiet) {
+        std::printf("weft-knot: serving %s on http://%s/ (mode %s, %d vproc%s, io %s, %s)\n", s.opt.root.c_str(),
+                    s.opt.listen.c_str(), mode_name(s.opt.mode), vprocs, vprocs == 1 ? "" : "s", weft_io_backend(),
+                    s.opt.threads > 0 ? (std::to_string(s.opt.threads) + " accept threads").c_str()
+                                      : "a thread per connection");
+        std::fflush(stdout);
+    }
+
+    for (auto &t : loops) weft_thread_join(t, nullptr);
+    weft_thread_join(watcher, nullptr);
+    if (s.log) {
+        weft_thread_join(flusher, nullptr);
+        log.close();
+    }
+    if (spare_fd >= 0) weft_close(spare_fd);
+    auto &c = s.counters;
+    if (!s.opt.quiet)
+        std::printf("weft-knot: stopped after %llu connections, %llu requests\n",
+                    static_cast<unsigned long long>(c.accepted.load()),
+                    static_cast<unsigned long long>(c.requests.load()));
+    return 0;
+}
+
+} // namespace
+} // namespace knot
+
+int main(int argc, char **argv) {
+    using namespace knot;
+    Server &s = server;
+    s.opt = parse_options(argc, argv);
+    static_assert(weft::http::Limits{}.head_bytes < kInBuf, "a connection's buffer holds a whole head");
+
+    s.root_fd = open(s.opt.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s.root_fd < 0) {
+        std::fprintf(stderr, "weft-knot: cannot read the root '%s': %s\n", s.opt.root.c_str(), std::strerror(errno));
+        return 1;
+    }
+
+    socklen_t len = 0;
+    struct sockaddr_storage addr = resolve(s.opt.listen, &len);
+    int want = s.opt.vprocs > 1 && s.opt.reuseport ? s.opt.vprocs : 1;
+    for (int i = 0; i < want; ++i) {
+        int fd = listen_on(&addr, len, want > 1, s.opt.listen); // later ones bind the port the first got
+        if (fd == -2) break;
+        s.listen_fds[s.listen_count++] = fd;
+    }
+    if (s.listen_count == 0) s.listen_fds[s.listen_count++] = listen_on(&addr, len, false, s.opt.listen);
+    s.opt.listen = address_text(addr);
+
+    // SIGINT/SIGTERM are read from a signalfd by a weft thread; every kernel
+    // thread the runtime starts inherits the blocked mask. SIGPIPE is
+    // ignored: a client that goes away is an EPIPE, never a dead server.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
+    signal(SIGPIPE, SIG_IGN);
+
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.vprocs = s.opt.vprocs;
+    if (s.opt.workers > 0) cfg.workers = s.opt.workers;
+    int rc = weft_main_config(&cfg, run, nullptr);
+    return rc < 0 ? 1 : rc;
+}
