@@ -3,17 +3,19 @@
 #   make test   install what is missing, build (plain and ASan+UBSan), run every test
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
 #                     QUICK=1 for the ~4-minute version; `make bench` is the same
+#   make bench-knot   weft-knot against nginx with wrk (results/knot.*)
+#   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
-DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib pkg-config liburing-dev \
+DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib pkg-config liburing-dev curl \
               libst-dev libboost-context-dev libboost-fiber-dev
 # Debian's python3 (which has python3-matplotlib), even where another is first on PATH.
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run test test-plain test-asan bench bench-micro install clean
+.PHONY: all deps build build-asan run test test-plain test-asan bench bench-micro bench-knot fuzz install clean
 
 all: build
 
@@ -47,6 +49,15 @@ bench-micro: build
 	$(PYTHON) bench/micro/suite.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 bench: bench-micro
+
+bench-knot: build
+	@scripts/deps.sh nginx-light wrk
+	$(PYTHON) bench/web/knot_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/deps.sh clang cmake ninja-build
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 install: build
 	cmake --install $(BUILD)
