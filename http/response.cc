@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "date.hpp"
 #include "path.hpp"
@@ -83,6 +84,30 @@ std::string_view opaque_tag(std::string_view t) { // drop the weak prefix
     return t;
 }
 
+// The body of an error reply: one fixed page per status, built once and
+// never written again (a reply may still be sending it while another thread
+// builds the next).
+std::string_view error_body(uint16_t status) {
+    struct Pages {
+        std::string text[std::size(kReasons)];
+        Pages() {
+            for (size_t i = 0; i < std::size(kReasons); ++i) {
+                char buf[256];
+                const Page &p = kReasons[i];
+                int n = snprintf(buf, sizeof buf,
+                                 "<html><head><title>%u %.*s</title></head><body><h1>%u %.*s</h1></body></html>\n",
+                                 p.status, static_cast<int>(p.reason.size()), p.reason.data(), p.status,
+                                 static_cast<int>(p.reason.size()), p.reason.data());
+                text[i].assign(buf, static_cast<size_t>(n));
+            }
+        }
+    };
+    static const Pages pages;
+    for (size_t i = 0; i < std::size(kReasons); ++i)
+        if (kReasons[i].status == status) return pages.text[i];
+    return pages.text[std::size(kReasons) - 1]; // never: every status used is in the table
+}
+
 } // namespace
 
 void Reply::clear() {
@@ -148,19 +173,15 @@ Responder::Responder(FileCache *cache, ResponderOptions options) : cache_(cache)
 
 void Responder::error_page(uint16_t status, bool keep_alive, bool head_only, Reply *out,
                            std::string_view extra) const {
-    // The body: a fixed page per status, built once.
-    static thread_local char page[256];
     std::string_view reason = reason_phrase(status);
-    int n = snprintf(page, sizeof page,
-                     "<html><head><title>%u %.*s</title></head><body><h1>%u %.*s</h1></body></html>\n", status,
-                     static_cast<int>(reason.size()), reason.data(), status, static_cast<int>(reason.size()),
-                     reason.data());
+    std::string_view page = error_body(status);
+    const int n = static_cast<int>(page.size());
     out->status = status;
     out->keep_alive = keep_alive;
     out->file.reset();
     out->body = head_only ? BodyKind::None : BodyKind::Memory;
-    out->mem = page;
-    out->length = head_only ? 0 : static_cast<uint64_t>(n);
+    out->mem = page.data();
+    out->length = head_only ? 0 : page.size();
     out->offset = 0;
     Head h(out);
     h << "HTTP/1.1 " << static_cast<uint64_t>(status) << " " << reason << "\r\nServer: " << opt_.server
