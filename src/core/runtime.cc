@@ -190,6 +190,7 @@ void bind_kernel_thread(Vproc *vp) {
     }
     vproc_signal_stack_init(vp);
     if (vp->rt->cfg.pin) pin_to_cpu(*vp->rt, vp->index);
+    vp->reactor->attach_thread();
     // SIGPIPE is thread-directed: blocked here, a write to a broken pipe
     // returns EPIPE and the I/O layer takes the pending signal (io/fd.hpp).
     sigset_t pipe;

@@ -66,6 +66,10 @@ public:
     virtual void poll() = 0;
     virtual void wait(uint64_t deadline) = 0;
     virtual void wake() = 0;
+    // Called once on the vproc's own kernel thread before its loop starts,
+    // and never again: a backend that binds itself to one submitting thread
+    // (io_uring's SINGLE_ISSUER) does so here.
+    virtual void attach_thread() {}
 
     Vproc *vp = nullptr; // the vproc whose events this reactor delivers
 
