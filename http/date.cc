@@ -88,7 +88,12 @@ time_t parse_http_date(std::string_view s) {
         tm.tm_mon = month_of(r.substr(4, 3));
         int y = digits(r, 8, 2);
         if (y < 0 || !parse_clock(r, 11, &tm)) return -1;
-        tm.tm_year = y < 70 ? y + 100 : y; // RFC 9110: two-digit years 70-99 are 19xx
+        // RFC 9110 §5.6.7: a two-digit year more than 50 years in the future is in the past century.
+        struct tm now;
+        time_t t = time(nullptr);
+        gmtime_r(&t, &now);
+        tm.tm_year = 100 + y; // 20yy
+        if (tm.tm_year > now.tm_year + 50) tm.tm_year -= 100;
         return finish(&tm);
     }
     // asctime: "Sun Nov  6 08:49:37 1994"

@@ -103,9 +103,11 @@ bool has_token(std::string_view value, std::string_view token) {
 ParseResult Parser::parse(const char *buf, size_t len, Request *req) {
     // RFC 9112 §2.2: ignore empty lines before the request line. They are
     // counted in head_len so the caller consumes them with the request.
+    // Limits count them too, so a head is judged the same whether it
+    // arrives whole or in pieces.
     size_t start = 0;
     while (start < len && (buf[start] == '\r' || buf[start] == '\n')) ++start;
-    if (start == len) return start > limits_.head_bytes ? fail(400) : need_more();
+    if (start == len) return len > limits_.head_bytes ? fail(431) : need_more();
 
     // Find the blank line that ends the head, resuming where the last call
     // stopped. pos is at a '\n' we have not yet judged, or past all of them.
@@ -118,6 +120,7 @@ ParseResult Parser::parse(const char *buf, size_t len, Request *req) {
             break;
         }
         pos = static_cast<const char *>(nl) - buf;
+        if (!line_end_) line_end_ = pos; // the request line's end, found once
         if (pos + 1 >= len) break; // the byte after it decides: wait for it
         if (buf[pos + 1] == '\n') {
             end = pos + 2;
@@ -132,18 +135,18 @@ ParseResult Parser::parse(const char *buf, size_t len, Request *req) {
         }
         ++pos;
     }
+    // Judge the limits on what has arrived, in the same order whether the
+    // head is complete or not, so a client can neither make us buffer
+    // without bound nor get a different answer by sending in pieces.
+    size_t line_len = (line_end_ ? line_end_ : len) - start;
+    if (line_len > limits_.request_line + 1) return fail(414); // +1: its CR
     if (!end) {
         scanned_ = pos;
-        // Judge the limits on what has arrived so far, so a client cannot
-        // make us buffer without bound.
-        const void *first_nl = std::memchr(buf + start, '\n', len - start);
-        size_t line_len = first_nl ? static_cast<const char *>(first_nl) - (buf + start) : len - start;
-        if (line_len > limits_.request_line + 1) return fail(414); // +1: its CR
-        if (len - start > limits_.head_bytes) return fail(431);
-        return need_more();
+        return len > limits_.head_bytes ? fail(431) : need_more();
     }
     scanned_ = 0;
-    if (end - start > limits_.head_bytes) return fail(431);
+    line_end_ = 0;
+    if (end > limits_.head_bytes) return fail(431);
     ParseResult r = parse_head(buf + start, end - start, req);
     req->head_len = static_cast<uint32_t>(end);
     return r;
@@ -185,8 +188,7 @@ ParseResult Parser::parse_head(const char *buf, size_t head_len, Request *req) c
     req->target = target;
 
     // ---- header fields ----
-    bool have_host = false, have_length = false;
-    std::string_view connection;
+    bool have_host = false, have_length = false, close_asked = false, keep_alive_asked = false;
     for (;;) {
         if (!split_line(rest, &line)) return fail(400);
         if (line.empty()) break; // the blank line
@@ -211,7 +213,9 @@ ParseResult Parser::parse_head(const char *buf, size_t head_len, Request *req) c
             break;
         case 'c':
             if (iequals(name, "connection")) {
-                connection = value; // one is enough for our tokens
+                // Several lines are one list (RFC 9110 §5.3).
+                close_asked |= has_token(value, "close");
+                keep_alive_asked |= has_token(value, "keep-alive");
             } else if (iequals(name, "content-length")) {
                 int64_t n = parse_length(value);
                 if (n < 0) return fail(400);
@@ -244,8 +248,7 @@ ParseResult Parser::parse_head(const char *buf, size_t head_len, Request *req) c
     else if (req->version_minor >= 1 && !have_host) return fail(400);
     if (req->body_len > limits_.body_bytes) return fail(413);
     req->has_body = req->body_len > 0;
-    if (req->version_minor >= 1) req->keep_alive = !has_token(connection, "close");
-    else req->keep_alive = has_token(connection, "keep-alive");
+    req->keep_alive = !close_asked && (req->version_minor >= 1 || keep_alive_asked);
     return done();
 }
 

@@ -85,7 +85,7 @@ public:
     ParseResult parse(const char *buf, size_t len, Request *req);
 
     // Forget a partial head (the caller dropped the bytes).
-    void reset() { scanned_ = 0; }
+    void reset() { scanned_ = line_end_ = 0; }
 
     const Limits &limits() const { return limits_; }
 
@@ -93,7 +93,8 @@ private:
     ParseResult parse_head(const char *buf, size_t head_len, Request *req) const;
 
     Limits limits_;
-    size_t scanned_ = 0; // bytes already searched for the end of the head
+    size_t scanned_ = 0;  // bytes already searched for the end of the head
+    size_t line_end_ = 0; // where the request line's '\n' is, once seen (0: not yet)
 };
 
 // Case-insensitive ASCII comparison (header names, tokens).

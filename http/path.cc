@@ -48,6 +48,7 @@ int clean_path(std::string_view target, CleanPath *out) {
             continue;
         }
         char c = target[i];
+        if (c == '\0') return 400; // the parser never passes one; a caller might
         if (c == '%') {
             if (i + 2 >= target.size()) return 400; // needs two hex digits
             int h = hex_value(target[i + 1]), l = hex_value(target[i + 2]);

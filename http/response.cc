@@ -18,7 +18,7 @@ public:
     Head &operator<<(std::string_view s) {
         size_t room = sizeof r_->head - r_->head_len;
         size_t n = s.size() < room ? s.size() : room;
-        std::memcpy(r_->head + r_->head_len, s.data(), n);
+        if (n) std::memcpy(r_->head + r_->head_len, s.data(), n); // (an empty view may have no data)
         r_->head_len += static_cast<uint32_t>(n);
         return *this;
     }
@@ -199,6 +199,7 @@ void Responder::error(uint16_t status, Reply *out, bool head_only) const {
 
 void Responder::redirect_to_dir(const Request &req, bool keep_alive, Reply *out) const {
     std::string_view t = req.target;
+    t = t.substr(0, t.find('#')); // a fragment is the client's, never part of a Location we build
     size_t q = t.find('?');
     std::string_view path = t.substr(0, q), query = q == std::string_view::npos ? "" : t.substr(q);
     if (path.size() + query.size() > 700) { // keep the head within Reply::head
