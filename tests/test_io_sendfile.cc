@@ -452,3 +452,76 @@ TEST_P(SendfileTest, AnUnknownModeIsEinval) {
 }
 
 } // namespace
+
+namespace {
+
+// Two transfers at once on one vproc, through small socket buffers so that
+// both park mid-way: each receiver gets exactly its own file. Regression:
+// the splice strategy shared one pipe per vproc, so concurrent transfers
+// interleaved their bytes (found by weft-knot's integration tests).
+TEST_P(SendfileTest, ConcurrentTransfersOnOneVprocNeverMixTheirBytes) {
+    const size_t size = (1 << 20) + 7;
+    TempFile a(size, 60), b(size, 61);
+    ASSERT_GE(a.fd(), 0);
+    ASSERT_GE(b.fd(), 0);
+    for (int mode : kModes) {
+        SCOPED_TRACE(mode_name(mode));
+        Transfer ta, tb;
+        ASSERT_EQ(0, run([&] {
+            weft_thread_t other;
+            ASSERT_EQ(0, spawn(&other, [&] {
+                tb = send_over_tcp(b.fd(), 61, 0, size, mode, 4096);
+                return nullptr;
+            }));
+            ta = send_over_tcp(a.fd(), 60, 0, size, mode, 4096);
+            join(other);
+        }));
+        for (const Transfer *t : {&ta, &tb}) { // (sendfile_bytes counts both: not checked here)
+            EXPECT_EQ(ssize_t(size), t->sent) << *t;
+            EXPECT_EQ(size, t->received) << *t;
+            EXPECT_EQ(-1, t->mismatch) << *t << ": bytes of the other transfer?";
+        }
+    }
+}
+
+// A socket weft has never made non-blocking (a plain socketpair), nobody
+// reading: the I/O timeout still ends a blocking-strategy transfer, which
+// used to block in sendfile in its worker for as long as the reader slept.
+TEST_P(SendfileTest, TheIoTimeoutEndsABlockingTransferToASocketWeftNeverTouched) {
+    const size_t size = 4 << 20;
+    TempFile f(size, 62);
+    ASSERT_GE(f.fd(), 0);
+    int sv[2];
+    ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+    ssize_t sent = -2;
+    uint64_t took = 0;
+    ASSERT_EQ(0, run([&] {
+        std::atomic<bool> done{false};
+        weft_thread_t rescue; // if the timeout is ignored, drain after 3 s so the test fails instead of hanging
+        ASSERT_EQ(0, spawn(&rescue, [&] {
+            uint64_t until = weft_now_ns() + 3 * kSec;
+            while (!done.load() && weft_now_ns() < until) weft_sleep_ns(10 * kMs);
+            std::vector<char> buf(1 << 16);
+            while (!done.load()) {
+                if (weft_read(sv[1], buf.data(), buf.size()) <= 0) break;
+            }
+            return nullptr;
+        }));
+        ASSERT_EQ(0, weft_set_io_timeout_ns(100 * kMs));
+        off_t off = 0;
+        uint64_t t0 = weft_now_ns();
+        sent = weft_sendfile_mode(sv[0], f.fd(), &off, size, WEFT_SENDFILE_BLOCKING);
+        took = weft_now_ns() - t0;
+        ASSERT_EQ(0, weft_set_io_timeout_ns(0));
+        done.store(true);
+        weft_shutdown(sv[0], SHUT_RDWR);
+        join(rescue);
+        weft_close(sv[0]);
+        weft_close(sv[1]);
+    }));
+    EXPECT_GT(sent, 0);
+    EXPECT_LT(sent, ssize_t(size));
+    EXPECT_LT(took, 2 * kSec) << "the transfer outlived its I/O timeout";
+}
+
+} // namespace

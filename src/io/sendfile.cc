@@ -10,8 +10,13 @@
 //    6.5) and missing pages are read in by the offload pool.
 //  - blocking: the whole transfer runs in one offload worker, which may
 //    block in sendfile as long as it likes (the study's best Knot, knot-b).
-//  - splice: io_uring moves file -> pipe -> socket; the pipe is the vproc's,
-//    reused. Without io_uring it is the nonblocking strategy.
+//    With an I/O deadline the socket is made non-blocking and the worker
+//    waits for room with poll(2) until the deadline, so a client that stops
+//    reading cannot hold a worker (and the thread) forever.
+//  - splice: io_uring moves file -> pipe -> socket, through a pipe that
+//    belongs to this transfer alone: taken from the vproc's pool of empty
+//    pipes, given back empty (or closed when bytes were left in it). Without
+//    io_uring it is the nonblocking strategy.
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
@@ -97,8 +102,9 @@ ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &
 ssize_t send_blocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
     // A worker may block in sendfile only on a blocking socket; one weft or
     // the program made non-blocking is waited on with poll(2) there instead.
-    const bool nonblock = out && (out->weft_nonblock || out->user_nonblock);
     const uint64_t deadline = CallDeadline().get(vp->current);
+    if (deadline && out && !out->weft_nonblock && !out->user_nonblock) ensure_nonblock(vp, out, out_fd);
+    const bool nonblock = out && (out->weft_nonblock || out->user_nonblock);
     ssize_t result = 0;
     auto call = [&] {
         size_t done = 0;
@@ -135,30 +141,55 @@ ssize_t send_blocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos
     return result;
 }
 
-// The vproc's pipe for splicing, made on first use (and after an error
-// left bytes in it).
+// Pipes for splicing. Each transfer needs its own: two threads of a vproc
+// splicing through one pipe would interleave their bytes (and one stalled
+// client would stall the other). A vproc (= kernel thread) keeps the empty
+// pipes of finished transfers for the next ones, up to kPipesKept.
 struct SplicePipe {
     int rd = -1, wr = -1;
 };
-thread_local SplicePipe t_pipe;
+constexpr size_t kPipesKept = 64;
+thread_local std::vector<SplicePipe> t_pipes;
+
+bool take_pipe(SplicePipe *p) {
+    if (!t_pipes.empty()) {
+        *p = t_pipes.back();
+        t_pipes.pop_back();
+        return true;
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return false;
+    p->rd = fds[0];
+    p->wr = fds[1];
+    fcntl(p->wr, F_SETPIPE_SZ, 1 << 20); // fewer round trips; the default 64 KiB works too
+    return true;
+}
+
+void drop_pipe(SplicePipe &p) {
+    close(p.rd);
+    close(p.wr);
+    p.rd = p.wr = -1;
+}
+
+void give_back_pipe(SplicePipe &p) { // empty: every byte spliced in was spliced out
+    if (t_pipes.size() < kPipesKept) t_pipes.push_back(p);
+    else drop_pipe(p);
+    p.rd = p.wr = -1;
+}
 
 ssize_t send_splice(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
     if (!vp->reactor->can_submit()) return send_nonblocking(vp, out, out_fd, in_fd, pos, count, site);
-    SplicePipe &p = t_pipe; // vproc = kernel thread: one pipe per vproc
-    if (p.rd < 0) {
-        int fds[2];
-        if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
-        p.rd = fds[0];
-        p.wr = fds[1];
-        fcntl(p.wr, F_SETPIPE_SZ, 1 << 20); // fewer round trips; the default 64 KiB works too
-    }
+    SplicePipe p;
+    if (!take_pipe(&p)) return -errno;
+    struct Return { // every way out gives the pipe back (or drops it)
+        SplicePipe &p;
+        ~Return() {
+            if (p.rd >= 0) give_back_pipe(p);
+        }
+    } give_back{p};
     CallDeadline dl;
     size_t done = 0;
-    auto reset_pipe = [&] {
-        close(p.rd);
-        close(p.wr);
-        p.rd = p.wr = -1;
-    };
+    auto reset_pipe = [&] { drop_pipe(p); };
     while (done < count) {
         size_t want = count - done < (size_t{1} << 20) ? count - done : (size_t{1} << 20);
         IoOp in{IoKind::Splice};
