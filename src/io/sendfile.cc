@@ -180,7 +180,12 @@ void give_back_pipe(SplicePipe &p) { // empty: every byte spliced in was spliced
 ssize_t send_splice(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
     if (!vp->reactor->can_submit()) return send_nonblocking(vp, out, out_fd, in_fd, pos, count, site);
     SplicePipe p;
-    if (!take_pipe(&p)) return -errno;
+    if (!take_pipe(&p)) {
+        // Out of descriptors (a pipe costs two per transfer in flight): send
+        // this one without a pipe rather than fail it.
+        if (errno == EMFILE || errno == ENFILE) return send_nonblocking(vp, out, out_fd, in_fd, pos, count, site);
+        return -errno;
+    }
     struct Return { // every way out gives the pipe back (or drops it)
         SplicePipe &p;
         ~Return() {
