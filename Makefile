@@ -3,7 +3,7 @@
 #   make test   install what is missing, build (plain and ASan+UBSan), run every test
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
 #                     QUICK=1 for the ~4-minute version; `make bench` is the same
-#   make bench-knot   weft-knot against nginx with wrk (results/knot.*)
+#   make bench-knot   weft-knot against nginx with wrk, and with 10,000 idle connections (results/knot*)
 #   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
 
 BUILD      ?= build
@@ -53,6 +53,7 @@ bench: bench-micro
 bench-knot: build
 	@scripts/deps.sh nginx-light wrk
 	$(PYTHON) bench/web/knot_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+	$(PYTHON) bench/web/idle_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 FUZZ_SECONDS ?= 60
 fuzz:
