@@ -248,18 +248,20 @@ uint16_t FileCache::open_entry(std::string_view key, bool dir_form, std::unique_
 }
 
 Lookup FileCache::find(const CleanPath &path) {
-    // A directory is served by its index.html.
-    char keybuf[CleanPath::kMax + 16];
-    std::string_view p = path.view();
-    size_t n = p.size();
-    std::memcpy(keybuf, p.data(), n);
+    // A directory is served by its index.html. Its key is built in a
+    // per-kernel-thread buffer, not on the caller's stack (a server thread's
+    // stack pages stay resident while it idles); nothing in find() parks,
+    // so no other thread of this vproc can use the buffer meanwhile.
+    std::string_view key = path.view();
     if (path.dir_form) {
+        thread_local char keybuf[CleanPath::kMax + 16];
+        size_t n = key.size();
+        std::memcpy(keybuf, key.data(), n);
         const char *index = n ? "/index.html" : "index.html";
         size_t il = std::strlen(index);
         std::memcpy(keybuf + n, index, il);
-        n += il;
+        key = std::string_view(keybuf, n + il);
     }
-    std::string_view key(keybuf, n);
     uint64_t h = hash_bytes(key);
 
     lock();

@@ -233,7 +233,10 @@ void Responder::respond(const Request &req, bool allow_keep_alive, Reply *out) {
         return;
     }
 
-    CleanPath path;
+    // Per kernel thread, not on the stack (a server thread's touched stack
+    // pages stay resident while it idles): it is used only until find()
+    // returns, and nothing before that parks.
+    thread_local CleanPath path;
     if (int status = clean_path(req.target, &path)) {
         error_page(static_cast<uint16_t>(status), false, head_only, out); // malformed: close
         return;

@@ -182,8 +182,13 @@ void serve_connection(Server &s, int fd, const struct sockaddr_storage &peer) {
     ConnNode node;
     node.fd = fd;
     conn_register(s, &node);
-    char in[kInBuf];
-    size_t have = 0;
+    // Most heads fit in a page; a longer one moves to the heap. A small
+    // array keeps the thread's stack shallow: every page a request touches
+    // stays resident while the connection idles.
+    char small[kInSmall];
+    std::unique_ptr<char[]> big;
+    char *in = small;
+    size_t cap = sizeof small, have = 0;
     weft::http::Parser parser(s.limits);
     Request req;
     Reply reply;
@@ -196,13 +201,19 @@ void serve_connection(Server &s, int fd, const struct sockaddr_storage &peer) {
         ParseResult pr = have ? parser.parse(in, have, &req) : ParseResult{ParseResult::NeedMore, 0};
         bool closed = false;
         while (pr.kind == ParseResult::NeedMore) {
-            if (have == sizeof in) { // cannot happen while Limits::head_bytes < kInBuf; never overrun
-                pr = {ParseResult::Error, 431};
-                break;
+            if (have == cap) {
+                if (cap == kInBuf) { // cannot happen while Limits::head_bytes < kInBuf; never overrun
+                    pr = {ParseResult::Error, 431};
+                    break;
+                }
+                big.reset(new char[kInBuf]);
+                std::memcpy(big.get(), in, have);
+                in = big.get();
+                cap = kInBuf;
             }
             const bool idle = have == 0 && served > 0; // between requests: the keep-alive timeout
             weft_set_io_deadline_ns(idle ? weft_now_ns() + seconds_ns(s.opt.keepalive_timeout_s) : head_deadline);
-            ssize_t n = weft_recv(fd, in + have, sizeof in - have, 0);
+            ssize_t n = weft_recv(fd, in + have, cap - have, 0);
             if (n <= 0) {
                 if (n < 0 && errno == ETIMEDOUT) {
                     s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);

@@ -29,6 +29,7 @@ enum class Mode { C, NB, B, Uring };
 // A connection's input buffer: a whole request head (Limits::head_bytes)
 // plus the start of the next pipelined request.
 constexpr size_t kInBuf = 16384 + 2048;
+constexpr size_t kInSmall = 2048; // on the stack; kInBuf on the heap when a head needs it
 
 struct Options {
     std::string listen = "127.0.0.1:8080";
