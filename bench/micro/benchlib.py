@@ -51,17 +51,20 @@ def run_one(cmd, timeout, check=None):
     return recs[-1], None, dt
 
 
-def machine_line():
-    cpu = platform.processor() or "?"
+def cpu_model():
+    """The CPU's model name from /proc/cpuinfo (what the hypervisor tells)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs, {cpu}"
+    return platform.processor() or "?"
+
+
+def machine_line():
+    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs, {cpu_model()}"
 
 
 # ---- running a plan of points --------------------------------------------

@@ -63,7 +63,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "micro"))
-from benchlib import log, machine_line  # noqa: E402  (bench/micro's shared helpers)
+from benchlib import cpu_model, log, machine_line  # noqa: E402  (bench/micro's shared helpers)
 
 BENCHMARK = "web.knot"
 UNIT = "req/s"
@@ -638,15 +638,7 @@ def tool_version(cmd):
 
 
 def machine_facts(tools, knot):
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model()
     git = tool_version(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"])
     return {"line": machine_line(), "cpu_model": cpu, "cpus": os.cpu_count(),
             "cpus_allowed": sorted(os.sched_getaffinity(0)), "kernel": platform.release(),
