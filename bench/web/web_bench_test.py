@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Unit tests of bench/web/web_bench.py that start no server: the study's
+verification rules (verify_run) on synthetic per-size counts, each rule made
+to fail on its own; httperf report parsing on captured outputs
+(testdata/httperf_*.txt: a whole run, one stopped with SIGINT, one against a
+closed port); combining several clients; the Markdown report (render) from
+testdata/web_fixture.json."""
+import copy
+import json
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import web_bench as wb  # noqa: E402
+
+DATA = os.path.join(HERE, "testdata")
+
+
+def read(name):
+    with open(os.path.join(DATA, name)) as f:
+        return f.read()
+
+
+def stats(requests=10, timeouts=0, errors=0, wrong=0):
+    """Per-size counts for all 36 sizes, all alike."""
+    per = wb.new_size_stats()
+    for st in per.values():
+        st.update(requests=requests, timeouts=timeouts, errors=errors, wrong=wrong,
+                  ok=requests - timeouts - errors - wrong)
+    return per
+
+
+class VerifyRun(unittest.TestCase):
+    def test_clean_run_passes(self):
+        ok, reasons = wb.verify_run(stats())
+        self.assertTrue(ok, reasons)
+        self.assertEqual(reasons, [])
+
+    def test_even_timeouts_below_the_limit_pass(self):
+        ok, reasons = wb.verify_run(stats(requests=20, timeouts=1))  # 5 % everywhere
+        self.assertTrue(ok, reasons)
+
+    def test_a_size_never_served_fails(self):
+        per = stats()
+        per["class3_8"].update(requests=0, ok=0)
+        ok, reasons = wb.verify_run(per)
+        self.assertFalse(ok)
+        self.assertTrue(any("never served" in r and "class3_8" in r for r in reasons), reasons)
+
+    def test_a_size_missing_from_the_counts_fails(self):
+        per = stats()
+        del per["class0_0"]
+        ok, reasons = wb.verify_run(per)
+        self.assertFalse(ok)
+        self.assertIn("never served", reasons[0])
+
+    def test_only_timeouts_is_not_served(self):
+        per = stats()
+        per["class2_4"].update(timeouts=10, ok=0)
+        ok, reasons = wb.verify_run(per)
+        self.assertFalse(ok)
+        self.assertTrue(any("never served" in r for r in reasons), reasons)
+
+    def test_wrong_bytes_fail(self):
+        per = stats()
+        per["class1_3"].update(wrong=1, ok=9)
+        ok, reasons = wb.verify_run(per)
+        self.assertFalse(ok)
+        self.assertEqual(len(reasons), 1, reasons)  # 1 wrong reply is not a timeout
+        self.assertIn("wrong bytes", reasons[0])
+        self.assertIn("class1_3", reasons[0])
+
+    def test_timeouts_above_ten_percent_fail_even_when_even(self):
+        ok, reasons = wb.verify_run(stats(requests=100, timeouts=11))  # 11 % everywhere: even, too many
+        self.assertFalse(ok)
+        self.assertEqual(len(reasons), 1, reasons)
+        self.assertIn("above 10 %", reasons[0])
+
+    def test_exactly_ten_percent_passes(self):
+        ok, reasons = wb.verify_run(stats(requests=100, timeouts=10))
+        self.assertTrue(ok, reasons)
+
+    def test_uneven_timeouts_fail_below_the_limit(self):
+        per = stats(requests=100, timeouts=0)
+        per["class3_8"].update(timeouts=8, ok=92)  # mean 0.22 %, this one 8 %: > mean + 2
+        ok, reasons = wb.verify_run(per)
+        self.assertFalse(ok)
+        self.assertEqual(len(reasons), 1, reasons)
+        self.assertIn("uneven", reasons[0])
+        self.assertIn("class3_8", reasons[0])
+
+    def test_within_two_points_of_the_mean_passes(self):
+        per = stats(requests=100, timeouts=3)
+        per["class3_8"].update(timeouts=5, ok=95)  # mean 3.06 %, 5 % is 1.9 points above
+        ok, reasons = wb.verify_run(per)
+        self.assertTrue(ok, reasons)
+
+    def test_connection_errors_count_as_unanswered(self):
+        per = stats(requests=10)
+        per["class0_1"].update(errors=5, ok=5)
+        ok, reasons = wb.verify_run(per)
+        self.assertFalse(ok)
+        self.assertTrue(any("class0_1 50.0 %" in r for r in reasons), reasons)
+
+    def test_thresholds_are_parameters(self):
+        ok, _ = wb.verify_run(stats(requests=100, timeouts=11), max_pct=20.0)
+        self.assertTrue(ok)
+
+
+class ParseHttperf(unittest.TestCase):
+    def test_whole_run(self):
+        r = wb.parse_httperf(read("httperf_wsesslog.txt"))
+        self.assertEqual((r["connections"], r["requests"], r["replies"]), (200, 1437, 1437))
+        self.assertAlmostEqual(r["test_duration_s"], 41.985)
+        self.assertAlmostEqual(r["response_ms"], 0.3)
+        self.assertAlmostEqual(r["transfer_ms"], 0.0)
+        self.assertAlmostEqual(r["mbps"], 4.8)
+        self.assertAlmostEqual(r["net_kb_s"], 586.0)
+        self.assertEqual(r["status"]["2xx"], 1437)
+        self.assertEqual(r["errors"]["total"], 0)
+        self.assertIn("fd-unavail", r["errors"])
+        self.assertEqual((r["sessions_ok"], r["sessions"]), (200, 200))
+        self.assertEqual(r["max_concurrent"], 76)
+
+    def test_interrupted_run_still_reports(self):
+        r = wb.parse_httperf(read("httperf_wsesslog_sigint.txt"))
+        self.assertEqual(r["replies"], 1193)
+        self.assertAlmostEqual(r["test_duration_s"], 5.995)
+        self.assertAlmostEqual(r["mbps"], 26.6)
+
+    def test_errors_by_kind(self):
+        r = wb.parse_httperf(read("httperf_connrefused.txt"))
+        self.assertEqual(r["replies"], 0)
+        self.assertEqual(r["errors"]["connrefused"], 20)
+        self.assertEqual(r["errors"]["total"], 20)
+        self.assertEqual(r["errors"]["client-timo"], 0)
+
+    def test_no_report_raises(self):
+        with self.assertRaises(ValueError):
+            wb.parse_httperf("httperf: warning: open file limit > FD_SETSIZE\n")
+
+    def test_clients_combine(self):
+        a = wb.parse_httperf(read("httperf_wsesslog.txt"))
+        b = wb.parse_httperf(read("httperf_wsesslog_sigint.txt"))
+        c = wb.parse_httperf(read("httperf_connrefused.txt"))
+        r = wb.combine_httperf([a, b, c])
+        self.assertAlmostEqual(r["reply_rate"], round(1437 / 41.985 + 1193 / 5.995, 1))
+        self.assertAlmostEqual(r["mbps"], 4.8 + 26.6)
+        self.assertAlmostEqual(r["response_ms_mean"], round((0.3 * 1437 + 0.9 * 1193) / (1437 + 1193), 3))
+        self.assertEqual(r["errors"]["connrefused"], 20)
+        self.assertEqual(r["replies"], 1437 + 1193)
+
+    def test_clients_for_respects_fd_setsize(self):
+        self.assertEqual(wb.clients_for(100, 2, 3.0), 2)
+        self.assertGreaterEqual(wb.clients_for(800, 2, 3.0) * wb.CONNS_PER_HTTPERF, 800 * 3.0)
+
+
+class Render(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(os.path.join(DATA, "web_fixture.json")) as f:
+            fx = json.load(f)
+        cls.runs, cls.info = fx["runs"], fx["run_info"]
+        cls.md = wb.render(cls.runs, cls.info)
+
+    def table(self, title):
+        part = self.md.split(title, 1)[1].split("\n## ", 1)[0]
+        return [ln for ln in part.splitlines() if ln.startswith("|")]
+
+    def test_table_one_uses_the_highest_verified_rate(self):
+        rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]]
+                for ln in self.table("## Table 1")}
+        self.assertEqual(rows[""], ["knot-nb", "nginx"])
+        self.assertEqual(rows["Rate (sessions/s)"], ["40", "40"])  # knot-nb's 400 failed verification
+        self.assertEqual(len(rows["Reply rate (replies/s)"]), 2)
+        for key in ("Throughput (Mbit/s)", "CPU user %", "CPU system %", "ctx-sw/s voluntary (kernel)",
+                    "ctx-sw/s involuntary (kernel)", "RSS max (MiB)"):
+            self.assertIn(key, rows)
+        self.assertNotEqual(rows["ctx-sw/s (user, weft)"][0], "—")  # weft's counters
+        self.assertEqual(rows["ctx-sw/s (user, weft)"][1], "—")  # nginx has none
+
+    def test_unverified_server_is_named(self):
+        self.assertIn("No verified rate: knot-b", self.md)
+
+    def test_every_httperf_run_listed_with_its_verdict(self):
+        rows = self.table("## Every run")[2:]
+        self.assertEqual(len(rows), 3)
+        self.assertTrue(any("| 400 |" in r and "| NO |" in r and "client-timo 12" in r for r in rows), rows)
+
+    def test_wrk_peaks(self):
+        rows = self.table("## Peak")[2:]
+        self.assertEqual([r.split("|")[1].strip() for r in rows], ["knot-nb", "nginx"])
+
+    def test_failures_reported(self):
+        fail = self.md.split("## Failed runs", 1)[1]
+        self.assertIn("FAILED knot-nb rate 400: timeouts above 10 %", fail)
+        self.assertIn("FAILED knot-b start: did not start", fail)
+
+    def test_plots_linked_or_explained(self):
+        info = copy.deepcopy(self.info)
+        info["plots"] = {"web_throughput.png": "Fig. 7: throughput"}
+        self.assertIn("![Fig. 7: throughput](web_throughput.png)", wb.render(self.runs, info))
+        info["plots"], info["plot_note"] = {}, "(no matplotlib)"
+        self.assertIn("(no matplotlib)", wb.render(self.runs, info))
+
+    def test_plots_written_with_matplotlib(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("matplotlib not installed")
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            plots, note = wb.plot(self.runs, d)
+            self.assertIsNone(note)
+            self.assertEqual(sorted(plots), ["web_response.png", "web_throughput.png"])
+            for name in plots:
+                with open(os.path.join(d, name), "rb") as f:
+                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_render_is_pure(self):
+        before = json.dumps(self.runs, sort_keys=True)
+        self.assertEqual(wb.render(self.runs, self.info), self.md)
+        self.assertEqual(json.dumps(self.runs, sort_keys=True), before)
+
+
+if __name__ == "__main__":
+    unittest.main()
