@@ -1,5 +1,5 @@
 # weft — top-level entry points. See README.md.
-#   make run    install what is missing, build, run the demonstration
+#   make run    install what is missing, build, compare weft-knot and nginx on the study's web workload
 #   make test   install what is missing, build (plain and ASan+UBSan), run every test
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
 #                     QUICK=1 for the ~4-minute version; `make bench` is the same
@@ -15,7 +15,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run test test-plain test-asan bench bench-micro bench-knot fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot fuzz install clean
 
 all: build
 
@@ -34,7 +34,16 @@ build: deps $(BUILD)/build.ninja
 build-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
+# The main job: weft-knot's modes against nginx on the study's workload
+# (bench/web/web_bench.py; ~8 minutes, QUICK=1 ~3). Variables: SERVERS
+# (names from bench/web/servers.json), RATES (sessions/s), DURATION (s per
+# rate), FILESET (where the file set lives), SIZE_MB (its size).
 run: build
+	@scripts/deps.sh nginx-light wrk httperf
+	$(PYTHON) bench/web/web_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+# The runtime core's short tour (what `make run` showed before the web harness).
+demo: build
 	$(BUILD)/examples/weft-demo
 
 test: test-plain test-asan
