@@ -35,7 +35,7 @@ build-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # The main job: weft-knot's modes against nginx on the study's workload
-# (bench/web/web_bench.py; ~8 minutes, QUICK=1 ~3). Variables: SERVERS
+# (bench/web/web_bench.py; ~7 minutes, QUICK=1 ~2). Variables: SERVERS
 # (names from bench/web/servers.json), RATES (sessions/s), DURATION (s per
 # rate), FILESET (where the file set lives), SIZE_MB (its size).
 run: build
