@@ -262,15 +262,34 @@ int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDe
     return r;
 }
 
-int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, size_t n, uint64_t deadline, const void *site) {
+int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32_t *seqs, size_t n,
+             uint64_t deadline, const void *site) {
     Tcb *self = vp->current;
+    for (size_t i = 0; i < n; ++i) ws[i].linked = false;
     self->state = ThreadState::Parked;
-    for (size_t i = 0; i < n; ++i) {
+    // Link a waiter on every descriptor. An event that came after the
+    // caller's look (seq moved; another vproc's reactor may deliver it at
+    // any time) and before our waiter was linked woke nobody: then stop.
+    bool missed = false;
+    for (size_t i = 0; i < n && !missed; ++i) {
         if (!ss[i]) continue;
         ws[i].t = self;
-        ws[i].linked = false;
         SpinGuard g(ss[i]->lock, vp->smp);
-        if (arm_locked(vp, ss[i], fds[i], ws[i].events) == 0) link(ss[i], &ws[i]);
+        if (ss[i]->seq.load(std::memory_order_relaxed) != seqs[i]) missed = true;
+        else if (arm_locked(vp, ss[i], fds[i], ws[i].events) == 0) link(ss[i], &ws[i]);
+    }
+    // Missed one: look again instead of parking, unless a waker on a list we
+    // are already on has claimed us — its wake-up is coming and must be
+    // taken by parking (park.hpp: one waker per park).
+    if (missed && claim(self, vp->smp)) {
+        for (size_t i = 0; i < n; ++i) {
+            if (!ss[i]) continue;
+            SpinGuard g(ss[i]->lock, vp->smp);
+            if (ws[i].linked) unlink(ss[i], &ws[i]);
+        }
+        self->state = ThreadState::Running;
+        park_release(self);
+        return 0;
     }
     ++vp->io_waiters;
     vp->stats.io_parks.add();

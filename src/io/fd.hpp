@@ -167,7 +167,8 @@ int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site);
 void fd_forget(Vproc *vp, FdState *s, int fd);
 // Wait on several descriptors at once (weft_poll). ws[i].events set by the
 // caller; returns 0 after any event, ETIMEDOUT at the deadline.
-int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, size_t n, uint64_t deadline, const void *site);
+int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32_t *seqs, size_t n, uint64_t deadline,
+             const void *site);
 
 // Thread-directed SIGPIPE is blocked on vprocs and workers: take a pending
 // one so that it is not delivered later (after a write returned EPIPE).

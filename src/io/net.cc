@@ -354,20 +354,26 @@ int weft_poll(pollfd *fds, nfds_t nfds, int timeout_ms) {
     std::vector<FdState *> ss(nfds);
     std::vector<IoWaiter> ws(nfds);
     std::vector<int> fdv(nfds);
+    std::vector<uint32_t> seqs(nfds);
     for (;;) {
+        // Each descriptor's event count before the look: wait_fds parks only
+        // if none moved since (the same rule as one descriptor's wait_fd).
+        for (nfds_t i = 0; i < nfds; ++i) {
+            ss[i] = fds[i].fd >= 0 ? fd_state(vp, fds[i].fd) : nullptr;
+            seqs[i] = ss[i] ? ss[i]->seq.load(std::memory_order_acquire) : 0;
+        }
         vp->stats.io_syscalls.add();
         int n = poll(fds, nfds, 0);
         if (n != 0) return n;
         if (deadline && now_ns() >= deadline) return 0;
         for (nfds_t i = 0; i < nfds; ++i) {
             fdv[i] = fds[i].fd;
-            ss[i] = fds[i].fd >= 0 ? fd_state(vp, fds[i].fd) : nullptr;
             uint32_t ev = 0;
             if (fds[i].events & (POLLIN | POLLRDNORM | POLLRDBAND | POLLPRI | POLLRDHUP)) ev |= POLLIN;
             if (fds[i].events & (POLLOUT | POLLWRNORM | POLLWRBAND)) ev |= POLLOUT;
             ws[i].events = ev ? ev : POLLIN | POLLOUT; // errors only: any event will do
         }
-        if (wait_fds(vp, ss.data(), fdv.data(), ws.data(), nfds, deadline, site) == ETIMEDOUT) {
+        if (wait_fds(vp, ss.data(), fdv.data(), ws.data(), seqs.data(), nfds, deadline, site) == ETIMEDOUT) {
             vp->stats.io_syscalls.add();
             return poll(fds, nfds, 0); // one last look, as poll(2) reports at its timeout
         }
