@@ -14,12 +14,6 @@ constexpr bool is_tchar(unsigned char c) {
 
 constexpr char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
 
-std::string_view trim_blanks(std::string_view v) {
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    return v;
-}
-
 struct MethodName {
     std::string_view text;
     Method method;
@@ -34,17 +28,6 @@ Method method_of(std::string_view text) {
     for (const auto &m : kMethods)
         if (m.text == text) return m.method; // methods are case-sensitive (RFC 9110 §9.1)
     return Method::Other;
-}
-
-// Content-Length: 1*DIGIT, at most 18 digits (no overflow). -1 if malformed.
-int64_t parse_length(std::string_view v) {
-    if (v.empty() || v.size() > 18) return -1;
-    int64_t n = 0;
-    for (char c : v) {
-        if (c < '0' || c > '9') return -1;
-        n = n * 10 + (c - '0');
-    }
-    return n;
 }
 
 constexpr ParseResult need_more() { return {ParseResult::NeedMore, 0}; }
@@ -81,6 +64,23 @@ std::string_view method_name(Method m) {
     for (const auto &n : kMethods)
         if (n.method == m) return n.text;
     return "OTHER";
+}
+
+std::string_view trim_blanks(std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+}
+
+bool parse_decimal(std::string_view s, size_t max_digits, uint64_t *out) {
+    if (s.empty() || s.size() > max_digits || max_digits > 19) return false;
+    uint64_t n = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return false;
+        n = n * 10 + static_cast<uint64_t>(c - '0');
+    }
+    *out = n;
+    return true;
 }
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -217,11 +217,11 @@ ParseResult Parser::parse_head(const char *buf, size_t head_len, Request *req) c
                 close_asked |= has_token(value, "close");
                 keep_alive_asked |= has_token(value, "keep-alive");
             } else if (iequals(name, "content-length")) {
-                int64_t n = parse_length(value);
-                if (n < 0) return fail(400);
-                if (have_length && static_cast<uint64_t>(n) != req->body_len) return fail(400);
+                uint64_t n = 0;
+                if (!parse_decimal(value, 18, &n)) return fail(400); // 18 digits: no overflow
+                if (have_length && n != req->body_len) return fail(400);
                 have_length = true;
-                req->body_len = static_cast<uint64_t>(n);
+                req->body_len = n;
             }
             break;
         case 't':

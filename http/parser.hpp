@@ -97,6 +97,10 @@ private:
     size_t line_end_ = 0; // where the request line's '\n' is, once seen (0: not yet)
 };
 
+// Without leading and trailing blanks (spaces and tabs: RFC 9110 OWS).
+std::string_view trim_blanks(std::string_view v);
+// 1 to max_digits (at most 19: no overflow) decimal digits and nothing else.
+bool parse_decimal(std::string_view s, size_t max_digits, uint64_t *out);
 // Case-insensitive ASCII comparison (header names, tokens).
 bool iequals(std::string_view a, std::string_view b);
 // True if the comma-separated list `value` contains `token` (case-insensitive).

@@ -61,24 +61,6 @@ constexpr Page kReasons[] = {
     {505, "HTTP Version Not Supported"},
 };
 
-std::string_view trim(std::string_view v) {
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    return v;
-}
-
-// Up to 19 decimal digits; false if empty, not digits, or too long.
-bool parse_u64(std::string_view s, uint64_t *v) {
-    if (s.empty() || s.size() > 19) return false;
-    uint64_t n = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return false;
-        n = n * 10 + static_cast<uint64_t>(c - '0');
-    }
-    *v = n;
-    return true;
-}
-
 std::string_view opaque_tag(std::string_view t) { // drop the weak prefix
     if (t.size() >= 2 && t[0] == 'W' && t[1] == '/') t.remove_prefix(2);
     return t;
@@ -127,25 +109,25 @@ std::string_view reason_phrase(uint16_t status) {
 }
 
 uint16_t parse_range(std::string_view range, uint64_t size, uint64_t *first, uint64_t *last) {
-    range = trim(range);
+    range = trim_blanks(range);
     if (range.size() < 6 || range.substr(0, 6) != "bytes=") return 200;
-    std::string_view spec = trim(range.substr(6));
+    std::string_view spec = trim_blanks(range.substr(6));
     if (spec.find(',') != std::string_view::npos) return 200; // several ranges: send it all
     size_t dash = spec.find('-');
     if (dash == std::string_view::npos) return 200;
-    std::string_view a = trim(spec.substr(0, dash)), b = trim(spec.substr(dash + 1));
+    std::string_view a = trim_blanks(spec.substr(0, dash)), b = trim_blanks(spec.substr(dash + 1));
     uint64_t x = 0, y = 0;
     if (a.empty()) { // suffix: the last y bytes
-        if (!parse_u64(b, &y)) return 200;
+        if (!parse_decimal(b, 19, &y)) return 200;
         if (y == 0 || size == 0) return 416;
         *first = y >= size ? 0 : size - y;
         *last = size - 1;
         return 206;
     }
-    if (!parse_u64(a, &x)) return 200;
+    if (!parse_decimal(a, 19, &x)) return 200;
     if (b.empty()) {
         y = UINT64_MAX;
-    } else if (!parse_u64(b, &y) || y < x) {
+    } else if (!parse_decimal(b, 19, &y) || y < x) {
         return 200; // last < first: syntactically invalid, so ignored (RFC 9110 §14.1.1)
     }
     if (x >= size) return 416;
@@ -155,12 +137,12 @@ uint16_t parse_range(std::string_view range, uint64_t size, uint64_t *first, uin
 }
 
 bool etag_matches(std::string_view list, std::string_view etag) {
-    list = trim(list);
+    list = trim_blanks(list);
     if (list == "*") return true;
     std::string_view want = opaque_tag(etag);
     while (!list.empty()) {
         size_t comma = list.find(',');
-        if (opaque_tag(trim(list.substr(0, comma))) == want) return true;
+        if (opaque_tag(trim_blanks(list.substr(0, comma))) == want) return true;
         if (comma == std::string_view::npos) break;
         list.remove_prefix(comma + 1);
     }
