@@ -170,8 +170,8 @@ def main(argv=None):
     cpu_s, cpu_c, _ = kb.choose_cpus(1, 0)
     root, content, _ = kb.make_docroot(args.build)
     knot = os.path.abspath(os.path.join(args.build, "servers", "knot", "weft-knot"))
-    systems = [(f"knot-{args.mode}", kb.knot_cmd(knot, cpu_s, root, args.mode,
-                                                      ["--keepalive-timeout", "120", "--max-conns", "20000"]))]
+    systems = [(f"knot-{args.mode}", kb.knot_cmd(knot, cpu_s, root, kb.knot_args(
+        args.mode, ["--keepalive-timeout", "120", "--max-conns", "20000"])))]
     if not args.no_nginx:
         systems.append(("nginx", kb.nginx_cmd(tools["nginx"], cpu_s, root)))
 

@@ -332,11 +332,18 @@ def file_identity(path):
         return None
 
 
-def knot_cmd(knot, cpu, root, mode, extra):
+def knot_cmd(knot, cpu, root, args):
+    """A command maker (port, tmp) -> argv: weft-knot pinned to `cpu`, serving
+    `root` on 127.0.0.1:port, with `args`."""
     def cmd(port, tmp):
-        return ["taskset", "-c", str(cpu), knot, "--mode", mode, "--listen", f"127.0.0.1:{port}", "--root", root,
-                "--quiet", "--max-requests", "1000000"] + extra
+        return ["taskset", "-c", str(cpu), knot, "--listen", f"127.0.0.1:{port}", "--root", root] + list(args)
     return cmd
+
+
+def knot_args(mode, extra=()):
+    """weft-knot's flags in these benchmarks: `mode`, quiet, connections kept
+    for the whole run (as nginx's keepalive_requests 100000), then `extra`."""
+    return ["--mode", mode, "--quiet", "--max-requests", "1000000"] + list(extra)
 
 
 def verify(server, content):
@@ -389,26 +396,32 @@ def parse_wrk(text):
     return out
 
 
-def run_wrk(url, conns, duration, cpu):
-    """One wrk run. Returns (parsed dict, command) ; raises RuntimeError."""
-    cmd = ["taskset", "-c", str(cpu), "wrk", "-t1", "-c", str(conns), "-d", f"{duration}s", "--latency", url]
+def run_wrk(url, conns, duration, cpu, extra=(), popen=subprocess.Popen):
+    """One wrk run (`extra`: more wrk flags, e.g. a Lua script; `popen`: how
+    to start it, so a harness can track it and end it on Ctrl-C). Returns
+    (parsed dict, command); raises RuntimeError."""
+    cmd = ["taskset", "-c", str(cpu), "wrk", "-t1", "-c", str(conns), "-d", f"{duration}s", "--latency",
+           *extra, url]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
+    p = popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=duration + 60)
+        text, _ = p.communicate(timeout=duration + 60)
     except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
         raise RuntimeError(f"wrk did not finish within {duration + 60} s")
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
-        raise RuntimeError(f"wrk exited {p.returncode}: {' | '.join(p.stdout.strip().splitlines()[-3:])}")
+        raise RuntimeError(f"wrk exited {p.returncode}: {' | '.join(text.strip().splitlines()[-3:])}")
     try:
-        res = parse_wrk(p.stdout)
+        res = parse_wrk(text)
     except ValueError as e:
-        raise RuntimeError(f"{e}: {' | '.join(p.stdout.strip().splitlines()[-3:])}")
+        raise RuntimeError(f"{e}: {' | '.join(text.strip().splitlines()[-3:])}")
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     res["client_cpu"] = round(cpu_s / max(wall, 1e-9), 3)
-    res["wrk_output"] = p.stdout
+    res["wrk_output"] = text
     return res, cmd
 
 
@@ -431,7 +444,7 @@ def make_systems(args, tools, knot, cpu, root):
             systems.append(("nginx", nginx_cmd(tools["nginx"], cpu, root)))
         else:
             for mode in args.modes:
-                systems.append((f"knot-{mode}", knot_cmd(knot, cpu, root, mode, extra)))
+                systems.append((f"knot-{mode}", knot_cmd(knot, cpu, root, knot_args(mode, extra))))
     return systems
 
 

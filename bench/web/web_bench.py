@@ -197,11 +197,7 @@ def server_command(spec, tools, knot, cpu, root):
     """A command maker (port, tmp) -> argv for kb.Server."""
     if spec["kind"] == "nginx":
         return kb.nginx_cmd(tools["nginx"], cpu, root)
-    args = list(spec.get("args", [])) + ["--stats"]
-
-    def cmd(port, tmp):
-        return ["taskset", "-c", str(cpu), knot, "--listen", f"127.0.0.1:{port}", "--root", root] + args
-    return cmd
+    return kb.knot_cmd(knot, cpu, root, list(spec.get("args", [])) + ["--stats"])
 
 
 def port_in_use(port):
@@ -660,27 +656,6 @@ def write_wrk_script(path, paths):
         f.write("request = function()\n  i = i % #paths + 1\n  return wrk.format(\"GET\", paths[i])\nend\n")
 
 
-def run_wrk(port, conns, duration, cpu, script):
-    """One closed-loop wrk run. Returns (parsed dict, command); raises RuntimeError."""
-    cmd = ["taskset", "-c", str(cpu), "wrk", "-t1", "-c", str(conns), "-d", f"{duration}s", "--latency",
-           "--timeout", f"{TIMEOUT_S:g}s", "-s", script, f"http://127.0.0.1:{port}/"]
-    p = CHILDREN.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        text, _ = p.communicate(timeout=duration + 30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        raise RuntimeError(f"wrk did not finish within {duration + 30} s")
-    if p.returncode != 0:
-        raise RuntimeError(f"wrk exited {p.returncode}: {' | '.join(text.strip().splitlines()[-3:])}")
-    try:
-        res = kb.parse_wrk(text)
-    except ValueError as e:
-        raise RuntimeError(f"{e}: {' | '.join(text.strip().splitlines()[-3:])}")
-    res["wrk_output"] = text
-    return res, cmd
-
-
 # ---- one server: warm-up, the sweep, wrk ----------------------------------------------------
 
 def base_record(spec, kind):
@@ -737,7 +712,9 @@ def wrk_record(server, spec, ctx):
     rec = base_record(spec, "wrk")
     rec["connections"] = ctx.wrk_connections
     try:
-        res, cmd = run_wrk(server.port, ctx.wrk_connections, ctx.wrk_duration, ctx.cpu_client, ctx.wrk_script)
+        res, cmd = kb.run_wrk(f"http://127.0.0.1:{server.port}/", ctx.wrk_connections, ctx.wrk_duration,
+                              ctx.cpu_client, extra=["--timeout", f"{TIMEOUT_S:g}s", "-s", ctx.wrk_script],
+                              popen=CHILDREN.popen)
     except RuntimeError as e:
         rec["reasons"] = [str(e)]
         return rec
