@@ -198,6 +198,9 @@ void serve_connection(Server &s, int fd, const struct sockaddr_storage &peer) {
 
     for (;;) {
         // ---- a request head: read until the parser has one ----
+        // Reads are bounded by the header and keep-alive deadlines alone;
+        // the send timeout (set below for the reply) must not cut them.
+        weft_set_io_timeout_ns(0);
         ParseResult pr = have ? parser.parse(in, have, &req) : ParseResult{ParseResult::NeedMore, 0};
         bool closed = false;
         while (pr.kind == ParseResult::NeedMore) {

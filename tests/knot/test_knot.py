@@ -1424,6 +1424,15 @@ class SendTimeoutTest(KnotTestCase):
         # Only the stats connection is left.
         self.assertTrue(wait_for(lambda: self.open_connections() == 1, slow(5)))
 
+    def test_the_send_timeout_does_not_cut_an_idle_keep_alive_connection(self):
+        # Idle between requests is the keep-alive timeout's business (15 s by
+        # default), not the send timeout's (1 s here). Regression: the send
+        # timeout stayed set while the connection waited for its next request.
+        with Conn(self.port, timeout=slow(10)) as c:
+            self.assertEqual(c.exchange(request("/.weft/stats")).status, 200)
+            time.sleep(2.5)
+            self.assertEqual(c.exchange(request("/.weft/stats")).status, 200)
+
 
 class LimitsTest(KnotTestCase):
     flags = ("--max-conns", "5", "--max-requests", "3")
