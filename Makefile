@@ -37,7 +37,8 @@ build-asan: deps $(ASAN_BUILD)/build.ninja
 # The main job: weft-knot's modes against nginx on the study's workload
 # (bench/web/web_bench.py; ~7 minutes, QUICK=1 ~2). Variables: SERVERS
 # (names from bench/web/servers.json), RATES (sessions/s), DURATION (s per
-# rate), FILESET (where the file set lives), SIZE_MB (its size).
+# rate), FILESET (where the file set lives), SIZE_MB (its size),
+# SOURCE_ADDRS (auto|always|off: 127.0.x.y source addresses for httperf).
 run: build
 	@scripts/deps.sh nginx-light wrk httperf
 	$(PYTHON) bench/web/web_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)

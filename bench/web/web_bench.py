@@ -29,9 +29,12 @@ Method
         duration + DRAIN_S seconds the ones still running get SIGINT (httperf
         then prints its report: the Weibull tail would otherwise keep a few
         sessions alive for 30-50 s), and anything left after a grace is
-        killed. httperf has no source-address option, so all clients use
-        127.0.0.1 (ephemeral ports are not short at these rates: each server
-        gets a new port, hence new 4-tuples).
+        killed. httperf has no source-address option; when a client's
+        sessions would take over half the ephemeral ports of one address
+        (each closed connection holds its port in TIME_WAIT for 60 s), its
+        httperf runs under weft-srcaddr.so (bench/web/srcaddr.c, an
+        LD_PRELOAD) which binds its connections to other 127.0.x.y addresses
+        (--source-addrs auto|always|off).
       - meanwhile a sampling client (threads in this process, pinned with it
         to the client CPU) requests files at a low fixed rate, cycling through
         all 36 sizes (and the directories), each on a new connection with a
@@ -109,6 +112,11 @@ GRACE_S = 10.0
 # Debian's httperf handles at most FD_SETSIZE (1,024) descriptors: plan for
 # at most this many concurrent connections per process.
 CONNS_PER_HTTPERF = 600
+# Source addresses (weft-srcaddr.so): a closed connection keeps its port for
+# TIME_WAIT_S; a client is given more 127.0.x.y addresses when its sessions
+# would take more than half the ephemeral range of one address.
+TIME_WAIT_S = 60
+SRCADDR_MODES = ("auto", "always", "off")
 # Verification (the study's section 3.4).
 MAX_TIMEOUT_PCT = 10.0
 SPREAD_PCT = 2.0
@@ -523,19 +531,65 @@ def make_session_files(tmp, rate, duration, clients, sampler, seed):
     return out, stats
 
 
+# ---- source addresses ----------------------------------------------------------------------
+
+def ephemeral_ports():
+    """The size of the kernel's ephemeral port range."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = map(int, f.read().split())
+        return hi - lo + 1
+    except (OSError, ValueError):
+        return 28232  # Linux's default 32768-60999
+
+
+def source_plan(files, rate_index, mode, ports):
+    """WEFT_SRCADDR per httperf client (None: the default 127.0.0.1) for one
+    rate's session files [(path, sessions)]. Every session is one connection
+    whose port stays taken for its life and then TIME_WAIT_S, longer than a
+    run, so a client needs about as many ports as it has sessions. 'auto'
+    gives addresses only when that is more than half the range, 'always'
+    always. Client j of rate i gets 127.0.(i+1).(10 + j*k) .. +k-1, k
+    addresses each: no two clients and no two rates share a 4-tuple."""
+    if mode == "off":
+        return [None] * len(files)
+    need = max(n for _, n in files)
+    if mode == "auto" and need <= ports // 2:
+        return [None] * len(files)
+    k = max(1, math.ceil(need / (ports // 2)))
+    if 10 + len(files) * k > 255 or rate_index + 1 > 255:
+        raise ValueError(f"{len(files)} clients x {k} source addresses do not fit in 127.0.{rate_index + 1}.10-254")
+    out = []
+    for j in range(len(files)):
+        first = 10 + j * k
+        a = f"127.0.{rate_index + 1}.{first}"
+        out.append(a if k == 1 else f"{a}-127.0.{rate_index + 1}.{first + k - 1}")
+    return out
+
+
+def find_srcaddr(build):
+    """weft-srcaddr.so in the build tree, None when not built."""
+    path = os.path.abspath(os.path.join(build, "bench", "weft-srcaddr.so"))
+    return path if os.path.exists(path) else None
+
+
 def httperf_cmd(cpu, port, n, path, rate):
     return ["taskset", "-c", str(cpu), "httperf", "--hog", "--server", "127.0.0.1", "--port", str(port),
             f"--wsesslog={n},0,{path}", f"--rate={rate:g}", f"--timeout={TIMEOUT_S:g}"]
 
 
-def run_httperf(port, files, rate, duration, cpu, tmp):
-    """Run one httperf per session file concurrently; SIGINT those still running
-    at duration + DRAIN_S, kill what is left after GRACE_S. Returns
-    ([parsed report per client], [raw text], [problems], [commands])."""
+def run_httperf(port, files, rate, duration, cpu, tmp, sources=None, preload=None):
+    """Run one httperf per session file concurrently (client j from source
+    address sources[j] through the preload `preload` when given); SIGINT those
+    still running at duration + DRAIN_S, kill what is left after GRACE_S.
+    Returns ([parsed report per client], [raw text], [problems], [commands])."""
     procs, cmds, outs = [], [], []
     per = rate / len(files)
+    sources = sources or [None] * len(files)
     for j, (path, n) in enumerate(files):
         cmd = httperf_cmd(cpu, port, n, path, per)
+        if sources[j] and preload:  # as a prefix, so that the recorded command reproduces the run
+            cmd = ["env", f"WEFT_SRCADDR={sources[j]}", f"LD_PRELOAD={preload}"] + cmd
         out = open(os.path.join(tmp, f"httperf-{j}.out"), "w+")
         procs.append(CHILDREN.popen(cmd, stdout=out, stderr=subprocess.STDOUT))
         cmds.append(cmd)
@@ -668,7 +722,7 @@ def measure_rate(server, spec, rate, ctx, plan):
     """One (server, rate): httperf clients, the sampler, the server's counters. Returns a record."""
     rec = base_record(spec, "httperf")
     rec.update(rate=rate, duration_s=ctx.duration, clients=len(plan["files"]),
-               sessions=sum(n for _, n in plan["files"]))
+               sessions=sum(n for _, n in plan["files"]), source_addrs=plan["sources"])
     pids = server.pids()
     weft0 = weft_stats(server.port) if spec["kind"] == "knot" else None
     c0, t0 = proc_counters(pids), time.monotonic()
@@ -676,7 +730,7 @@ def measure_rate(server, spec, rate, ctx, plan):
     with RssWatch(server) as rss:
         sampler.start()
         parts, texts, problems, cmds = run_httperf(server.port, plan["files"], rate, ctx.duration, ctx.cpu_client,
-                                                   ctx.tmp)
+                                                   ctx.tmp, plan["sources"], ctx.srcaddr)
         wall = time.monotonic() - t0
         c1 = proc_counters(pids)
         sampler.stop(time.monotonic() + TIMEOUT_S + 5)
@@ -1017,6 +1071,9 @@ def parse_args(argv):
                     "env DURATION)")
     ap.add_argument("--clients", type=int, default=2, help="httperf processes at least (default 2; more when a "
                     f"rate needs over {CONNS_PER_HTTPERF} connections per process)")
+    ap.add_argument("--source-addrs", choices=SRCADDR_MODES, help="127.0.x.y source addresses for httperf "
+                    "(through BUILD/bench/weft-srcaddr.so): auto when a client's sessions would take over half the "
+                    "ephemeral ports of one address (default), always, or off (env SOURCE_ADDRS; --smoke: always)")
     ap.add_argument("--sample-rate", type=float, help="sampler requests per second (default 36: every size once a "
                     "second)")
     ap.add_argument("--wrk-connections", type=int, default=100, help="wrk's connections (default 100)")
@@ -1040,6 +1097,10 @@ def parse_args(argv):
         args.rates = int_list(env["RATES"]) if env.get("RATES") and not args.smoke else preset["rates"]
     if args.duration is None:
         args.duration = int(env["DURATION"]) if env.get("DURATION") and not args.smoke else preset["duration"]
+    if args.source_addrs is None:
+        args.source_addrs = "always" if args.smoke else env.get("SOURCE_ADDRS") or "auto"
+        if args.source_addrs not in SRCADDR_MODES:
+            ap.error(f"SOURCE_ADDRS={args.source_addrs}: not one of {', '.join(SRCADDR_MODES)}")
     args.wrk_duration = args.wrk_duration or preset["wrk_duration"]
     args.sample_rate = args.sample_rate or preset["sample_rate"]
     if args.smoke:
@@ -1146,18 +1207,35 @@ def run(args, specs, tools, knot):
     ctx.rates, ctx.duration, ctx.sample_rate = args.rates, args.duration, args.sample_rate
     ctx.wrk_connections, ctx.wrk_duration = args.wrk_connections, args.wrk_duration
     ctx.commands, ctx.httperf_log = {}, []
+    ctx.srcaddr = find_srcaddr(args.build)
+    if args.source_addrs == "always" and not ctx.srcaddr:
+        log(f"web_bench: --source-addrs always needs {args.build}/bench/weft-srcaddr.so: build first "
+            f"(cmake --build {args.build})")
+        return 1
     ctx.tmp = tempfile.mkdtemp(prefix="web-bench-")
     try:
         model = fs.AccessModel(dirs, SEED)
         mean_session = ss.session_stats(ss.make_sessions(1000, model.sample, SEED))["mean_session_think_s"]
         ctx.plans = {}
-        for rate in args.rates:
+        ports = ephemeral_ports()
+        for i, rate in enumerate(args.rates):
             clients = clients_for(rate, args.clients, mean_session + 1.0)
             if clients > args.clients:
                 notes.append(f"rate {rate}: {clients} httperf processes (each limited to {CONNS_PER_HTTPERF} "
                              "expected concurrent connections by FD_SETSIZE)")
             files, _ = make_session_files(ctx.tmp, rate, args.duration, clients, model.sample, SEED)
-            ctx.plans[rate] = {"files": files}
+            try:
+                sources = source_plan(files, i, args.source_addrs if ctx.srcaddr else "off", ports)
+            except ValueError as e:
+                log(f"web_bench: rate {rate}: {e}: lower the rate or the duration")
+                return 1
+            if any(sources):
+                notes.append(f"rate {rate}: httperf client j connects from {sources[0]} (j = 0) upwards "
+                             "(weft-srcaddr.so)")
+            elif not ctx.srcaddr and source_plan(files, i, args.source_addrs, ports)[0]:
+                notes.append(f"rate {rate}: a client's sessions need over half of the {ports} ephemeral ports "
+                             f"but {args.build}/bench/weft-srcaddr.so is not built: connections may fail")
+            ctx.plans[rate] = {"files": files, "sources": sources}
         rng = random.Random(SEED)
         ctx.wrk_script = os.path.join(ctx.tmp, "paths.lua")
         write_wrk_script(ctx.wrk_script, [model.sample(rng)[0] for _ in range(WRK_PATHS)])
@@ -1170,7 +1248,9 @@ def run(args, specs, tools, knot):
         log(f"web_bench: planned time about {plan_s / 60:.1f} minutes ({plan_s:.0f} s)")
         for n in notes:
             log("web_bench: " + n)
-        notes.append("httperf has no source-address option: every client connects from 127.0.0.1")
+        if not any(src for p in ctx.plans.values() for src in p["sources"]):
+            notes.append("every httperf client connects from 127.0.0.1 (few enough connections for one "
+                         "address's ports)")
 
         runs = []
         for spec in specs:

@@ -225,5 +225,38 @@ class Render(unittest.TestCase):
         self.assertEqual(json.dumps(self.runs, sort_keys=True), before)
 
 
+class SourcePlan(unittest.TestCase):
+    def files(self, *sessions):
+        return [(f"s{j}.txt", n) for j, n in enumerate(sessions)]
+
+    def test_auto_uses_one_address_while_ports_last(self):
+        self.assertEqual(wb.source_plan(self.files(5000, 5000), 0, "auto", 28232), [None, None])
+
+    def test_auto_gives_each_client_its_own_addresses_when_ports_run_short(self):
+        plan = wb.source_plan(self.files(20000, 20000), 0, "auto", 28232)
+        self.assertEqual(plan, ["127.0.1.10-127.0.1.11", "127.0.1.12-127.0.1.13"])  # 2 x 14,116 ports each
+
+    def test_always_and_off(self):
+        self.assertEqual(wb.source_plan(self.files(10, 10, 10), 2, "always", 28232),
+                         ["127.0.3.10", "127.0.3.11", "127.0.3.12"])
+        self.assertEqual(wb.source_plan(self.files(10 ** 6), 0, "off", 28232), [None])
+
+    def test_rates_and_clients_never_share_an_address(self):
+        seen = set()
+        for i in range(4):
+            for spec in wb.source_plan(self.files(40000, 40000, 40000), i, "auto", 28232):
+                lo, _, hi = spec.partition("-")
+                base, first = lo.rsplit(".", 1)
+                last = int(hi.rsplit(".", 1)[1]) if hi else int(first)
+                for x in range(int(first), last + 1):
+                    self.assertNotIn(f"{base}.{x}", seen)
+                    seen.add(f"{base}.{x}")
+        self.assertEqual(len(seen), 4 * 3 * 3)
+
+    def test_too_many_addresses_is_an_error(self):
+        with self.assertRaises(ValueError):
+            wb.source_plan(self.files(*[10 ** 6] * 10), 0, "auto", 28232)
+
+
 if __name__ == "__main__":
     unittest.main()
