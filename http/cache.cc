@@ -1,6 +1,7 @@
 #include "cache.hpp"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/openat2.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -108,18 +109,34 @@ FileCache::~FileCache() {
     }
 }
 
+// A futex mutex (Drepper's "Futexes are tricky", mutex 2): 0 free, 1 held,
+// 2 held with sleepers. A short spin first: the lock is held for a few
+// hundred nanoseconds, never across a system call, so a waiter usually gets
+// it before sleeping would pay off. Sleeping matters when the holder's
+// kernel thread is preempted (shared-SYMPED with more processes than CPUs);
+// a weft thread never parks holding it, so a sleeper only ever waits for a
+// running or runnable kernel thread.
 void FileCache::lock() {
-    for (int spins = 0; lock_.exchange(true, std::memory_order_acquire); ++spins) {
-        while (lock_.load(std::memory_order_relaxed)) {
-            // Held by another kernel thread (a weft thread never parks
-            // holding it): wait a little, then let it run.
-            if (++spins > 100) sched_yield();
-            else __builtin_ia32_pause();
-        }
+    uint32_t c = 0;
+    if (lock_.compare_exchange_strong(c, 1, std::memory_order_acquire)) return;
+    for (int spins = 0; spins < 100; ++spins) {
+        __builtin_ia32_pause();
+        c = 0;
+        if (lock_.load(std::memory_order_relaxed) == 0 &&
+            lock_.compare_exchange_strong(c, 1, std::memory_order_acquire))
+            return;
+    }
+    if (c != 2) c = lock_.exchange(2, std::memory_order_acquire);
+    while (c != 0) {
+        syscall(SYS_futex, reinterpret_cast<uint32_t *>(&lock_), FUTEX_WAIT_PRIVATE, 2, nullptr, nullptr, 0);
+        c = lock_.exchange(2, std::memory_order_acquire);
     }
 }
 
-void FileCache::unlock() { lock_.store(false, std::memory_order_release); }
+void FileCache::unlock() {
+    if (lock_.exchange(0, std::memory_order_release) == 2)
+        syscall(SYS_futex, reinterpret_cast<uint32_t *>(&lock_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
 
 void FileCache::release(FileEntry *e) {
     if (e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;

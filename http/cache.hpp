@@ -30,10 +30,11 @@
 // unless Options::follow_symlinks (then plain openat, still below the root
 // by name, since clean paths have no "..").
 //
-// Concurrency. One spin lock guards the table and the LRU list; it is held
-// for a few hundred nanoseconds and never across a system call, so it
-// works both between weft threads (which never park while holding it) and
-// between kernel threads (the µserver's shared-SYMPED mode). Opening a
+// Concurrency. One futex lock (spinning briefly first) guards the table and
+// the LRU list; it is held for a few hundred nanoseconds and never across a
+// system call, so it works both between weft threads (which never park
+// while holding it) and between kernel threads (the µserver's shared-SYMPED
+// mode, WatPipe's stages). Opening a
 // file and loading its content happen outside the lock.
 #pragma once
 
@@ -160,7 +161,7 @@ private:
 
     int root_fd_;
     CacheOptions opt_;
-    std::atomic<bool> lock_{false};
+    std::atomic<uint32_t> lock_{0}; // a futex word: see lock()
     std::vector<FileEntry *> buckets_;
     FileEntry *lru_head_ = nullptr, *lru_tail_ = nullptr; // head: most recent
     size_t entries_ = 0, content_held_ = 0;

@@ -2,7 +2,6 @@
 // See knot.hpp for the modes and docs/knot.md for the whole server.
 #include <fcntl.h>
 #include <getopt.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -11,7 +10,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "access_log.hpp"
+#include "common/cli.hpp"
 #include "knot.hpp"
 
 namespace knot {
@@ -73,34 +72,11 @@ void usage(FILE *out) {
         out);
 }
 
-[[noreturn]] void usage_error(const char *fmt, const char *arg) {
-    std::fprintf(stderr, "weft-knot: ");
-    std::fprintf(stderr, fmt, arg);
-    std::fprintf(stderr, "\n(see weft-knot --help)\n");
-    std::exit(2);
-}
+constexpr const char *kProg = "weft-knot";
 
-long parse_long(const char *opt, const char *s, long lo, long hi) {
-    char *end = nullptr;
-    errno = 0;
-    long v = std::strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        std::fprintf(stderr, "weft-knot: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, s);
-        std::exit(2);
-    }
-    return v;
-}
-
-double parse_seconds(const char *opt, const char *s) {
-    char *end = nullptr;
-    errno = 0;
-    double v = std::strtod(s, &end);
-    if (errno || end == s || *end || !std::isfinite(v) || v <= 0 || v > 86400) {
-        std::fprintf(stderr, "weft-knot: %s wants seconds in (0, 86400], got '%s'\n", opt, s);
-        std::exit(2);
-    }
-    return v;
-}
+[[noreturn]] void usage_error(const char *fmt, const char *arg) { weft::srv::usage_error(kProg, fmt, arg); }
+long parse_long(const char *opt, const char *s, long lo, long hi) { return weft::srv::parse_long(kProg, opt, s, lo, hi); }
+double parse_seconds(const char *opt, const char *s) { return weft::srv::parse_seconds(kProg, opt, s); }
 
 Options parse_options(int argc, char **argv) {
     enum {
@@ -169,68 +145,6 @@ Options parse_options(int argc, char **argv) {
     }
     if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
     return o;
-}
-
-// ---- listening ----
-
-// "host:port", "[v6]:port" -> address. Exits 1 with a message on failure.
-struct sockaddr_storage resolve(const std::string &listen, socklen_t *len) {
-    std::string host, port;
-    if (!listen.empty() && listen[0] == '[') {
-        size_t close = listen.find(']');
-        if (close == std::string::npos || close + 1 >= listen.size() || listen[close + 1] != ':')
-            usage_error("--listen wants ADDR:PORT or [ADDR]:PORT, not '%s'", listen.c_str());
-        host = listen.substr(1, close - 1);
-        port = listen.substr(close + 2);
-    } else {
-        size_t colon = listen.rfind(':');
-        if (colon == std::string::npos) usage_error("--listen wants ADDR:PORT, not '%s'", listen.c_str());
-        host = listen.substr(0, colon);
-        port = listen.substr(colon + 1);
-    }
-    parse_long("--listen port", port.c_str(), 0, 65535);
-    struct addrinfo hints {};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    struct addrinfo *res = nullptr;
-    int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &res);
-    if (rc != 0) {
-        std::fprintf(stderr, "weft-knot: cannot resolve '%s': %s\n", host.c_str(), gai_strerror(rc));
-        std::exit(1);
-    }
-    struct sockaddr_storage ss {};
-    std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return ss;
-}
-
-int listen_on(struct sockaddr_storage *ss, socklen_t len, bool reuseport, const std::string &what) {
-    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd >= 0) {
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
-            close(fd);
-            return -2; // no SO_REUSEPORT: the caller shares one socket
-        }
-    }
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr *>(ss), len) != 0 || listen(fd, 4096) != 0) {
-        std::fprintf(stderr, "weft-knot: cannot listen on %s: %s\n", what.c_str(), std::strerror(errno));
-        std::exit(1);
-    }
-    getsockname(fd, reinterpret_cast<sockaddr *>(ss), &len); // the port, if 0 was asked
-    return fd;
-}
-
-std::string address_text(const struct sockaddr_storage &ss) {
-    char host[NI_MAXHOST], port[NI_MAXSERV];
-    socklen_t len = ss.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    getnameinfo(reinterpret_cast<const sockaddr *>(&ss), len, host, sizeof host, port, sizeof port,
-                NI_NUMERICHOST | NI_NUMERICSERV);
-    return ss.ss_family == AF_INET6 ? "[" + std::string(host) + "]:" + port : std::string(host) + ":" + port;
 }
 
 // ---- running ----
@@ -479,15 +393,15 @@ int main(int argc, char **argv) {
     }
 
     socklen_t len = 0;
-    struct sockaddr_storage addr = resolve(s.opt.listen, &len);
+    struct sockaddr_storage addr = weft::srv::resolve(kProg, s.opt.listen, &len);
     int want = s.opt.vprocs > 1 && s.opt.reuseport ? s.opt.vprocs : 1;
     for (int i = 0; i < want; ++i) {
-        int fd = listen_on(&addr, len, want > 1, s.opt.listen); // later ones bind the port the first got
+        int fd = weft::srv::listen_on(kProg, &addr, len, want > 1, s.opt.listen); // later ones bind the port the first got
         if (fd == -2) break;
         s.listen_fds[s.listen_count++] = fd;
     }
-    if (s.listen_count == 0) s.listen_fds[s.listen_count++] = listen_on(&addr, len, false, s.opt.listen);
-    s.opt.listen = address_text(addr);
+    if (s.listen_count == 0) s.listen_fds[s.listen_count++] = weft::srv::listen_on(kProg, &addr, len, false, s.opt.listen);
+    s.opt.listen = weft::srv::address_text(addr);
 
     // SIGINT/SIGTERM are read from a signalfd by a weft thread; every kernel
     // thread the runtime starts inherits the blocked mask. SIGPIPE is
