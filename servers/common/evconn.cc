@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <string_view>
 
 namespace weft::srv {
 
@@ -25,6 +27,34 @@ constexpr size_t kBigBuf = 16384 + 2048;
 constexpr uint64_t kSendfileMax = 1ull << 30; // per call
 
 bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+
+// A blocking socket's SO_SNDTIMEO is send_timeout / kSndtimeoSlices, and
+// send() tries again until a whole send_timeout has passed without
+// progress. SO_SNDTIMEO = send_timeout would not do: the kernel applies it
+// to each sendmsg inside a sendfile (splice), so a sendfile that made
+// progress before the client stopped reading returns its count only after
+// up to three timeouts, and the next call waits one more (Linux 6.18: a
+// stopped reader was dropped after 4 s with a 1 s send timeout; with
+// slices, after about 1.6 s).
+constexpr uint64_t kSndtimeoSlices = 8;
+
+bool is_stats_target(std::string_view t) { return t.substr(0, t.find('?')) == "/.weft/stats"; }
+
+void stats_reply(const EvSite &site, const http::Request &req, bool keep_alive, std::string *body,
+                 http::Reply *out) {
+    *body = stats_json(site);
+    out->clear();
+    out->status = 200;
+    out->keep_alive = keep_alive;
+    out->body = req.method == http::Method::Head ? BodyKind::None : BodyKind::Memory;
+    out->mem = body->data();
+    out->length = out->body == BodyKind::Memory ? body->size() : 0;
+    int n = snprintf(out->head, sizeof out->head,
+                     "HTTP/1.1 200 OK\r\nServer: %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: %s\r\n\r\n",
+                     site.server_name, body->size(), keep_alive ? "keep-alive" : "close");
+    out->head_len = static_cast<uint32_t>(n);
+}
 
 } // namespace
 
@@ -113,7 +143,11 @@ Next EvConn::after_parse(const EvSite &site, uint64_t now_ns, ParseResult pr) {
             }
         }
         const bool stopping = site.stopping && site.stopping->load(std::memory_order_relaxed);
-        site.responder->respond(req_, !stopping && served_ < site.max_requests, &reply_);
+        const bool allow_keep_alive = !stopping && served_ < site.max_requests;
+        if (site.stats && is_stats_target(req_.target))
+            stats_reply(site, req_, allow_keep_alive && req_.keep_alive, &stats_body_, &reply_);
+        else
+            site.responder->respond(req_, allow_keep_alive, &reply_);
         close_after_ = !reply_.keep_alive;
     }
     phase_ = Phase::Send;
@@ -124,6 +158,7 @@ Next EvConn::after_parse(const EvSite &site, uint64_t now_ns, ParseResult pr) {
 Next EvConn::send(const EvSite &site, uint64_t now_ns) {
     if (phase_ != Phase::Send) return Next::Read;
     const uint64_t body_len = reply_.body == BodyKind::None ? 0 : reply_.length;
+    uint64_t stalled_since = 0; // blocking: since when no byte has gone out
     for (;;) {
         ssize_t n;
         if (head_sent_ < reply_.head_len) {
@@ -162,9 +197,15 @@ Next EvConn::send(const EvSite &site, uint64_t now_ns) {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (would_block(errno) && !site.blocking) return Next::Write;
-            count_reply(site, false); // the client went away, or (blocking) SO_SNDTIMEO passed
+            if (would_block(errno)) { // blocking: SO_SNDTIMEO passed with nothing sent
+                const uint64_t t = weft::srv::now_ns();
+                if (!stalled_since) stalled_since = t - site.send_timeout_ns / kSndtimeoSlices;
+                if (t - stalled_since < site.send_timeout_ns) continue;
+            }
+            count_reply(site, false); // the client went away, or (blocking) send_timeout passed
             return Next::Close;
         }
+        stalled_since = 0;
         deadline_ = now_ns + site.send_timeout_ns; // progress
     }
 }
@@ -207,6 +248,35 @@ Next EvConn::expire(const EvSite &site) {
         count_reply(site, n == static_cast<ssize_t>(reply_.head_len + reply_.length));
     }
     return Next::Close;
+}
+
+std::string stats_json(const EvSite &site) {
+    const EvCounters &c = *site.counters;
+    auto r = [](const std::atomic<uint64_t> &a) { return static_cast<unsigned long long>(a.load()); };
+    http::FileCache::Counters cc{};
+    if (site.responder && site.responder->cache()) cc = site.responder->cache()->counters();
+    char buf[1536];
+    int n = snprintf(
+        buf, sizeof buf,
+        "{\"server\": \"%s\", \"mode\": \"%s\", \"uptime_s\": %.1f,\n"
+        " \"connections\": {\"open\": %ld, \"accepted\": %llu, \"rejected_busy\": %llu, \"accept_errors\": %llu},\n"
+        " \"requests\": %llu, \"bytes_out\": %llu, \"timeouts\": %llu,\n"
+        " \"status\": {\"2xx\": %llu, \"3xx\": %llu, \"4xx\": %llu, \"5xx\": %llu},\n"
+        " \"file_cache\": {\"entries\": %llu, \"hits\": %llu, \"misses\": %llu, \"revalidations\": %llu,"
+        " \"evictions\": %llu, \"content_bytes\": %llu}}\n",
+        site.server_name, site.mode, static_cast<double>(now_ns() - site.started_ns) / 1e9, c.open_conns.load(),
+        r(c.accepted), r(c.rejected_busy), r(c.accept_errors), r(c.requests), r(c.bytes_out), r(c.timeouts),
+        r(c.status_2xx), r(c.status_3xx), r(c.status_4xx), r(c.status_5xx),
+        static_cast<unsigned long long>(cc.entries), static_cast<unsigned long long>(cc.hits),
+        static_cast<unsigned long long>(cc.misses), static_cast<unsigned long long>(cc.revalidations),
+        static_cast<unsigned long long>(cc.evictions), static_cast<unsigned long long>(cc.content_bytes));
+    return std::string(buf, static_cast<size_t>(std::max(n, 0)));
+}
+
+uint64_t now_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // ---- DeadlineList ----
@@ -254,9 +324,10 @@ void prepare_socket(int fd, bool blocking, uint64_t send_timeout_ns) {
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, blocking ? fl & ~O_NONBLOCK : fl | O_NONBLOCK);
     if (blocking && send_timeout_ns > 0) {
+        const uint64_t slice = std::max<uint64_t>(send_timeout_ns / kSndtimeoSlices, 1000); // 0 would mean never
         struct timeval tv;
-        tv.tv_sec = static_cast<time_t>(send_timeout_ns / 1000000000ull);
-        tv.tv_usec = static_cast<suseconds_t>(send_timeout_ns % 1000000000ull / 1000);
+        tv.tv_sec = static_cast<time_t>(slice / 1000000000ull);
+        tv.tv_usec = static_cast<suseconds_t>(slice % 1000000000ull / 1000);
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
 }

@@ -33,6 +33,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "http/parser.hpp"
 #include "http/response.hpp"
@@ -59,7 +60,18 @@ struct EvSite {
     const std::atomic<bool> *stopping = nullptr; // replies close the connection once set
     EvCounters *counters = nullptr;
     bool blocking = false;             // sockets are blocking (userver-b)
+    // --stats: GET /.weft/stats answers the counters as JSON (the same
+    // page as weft-knot's, without the runtime's part).
+    bool stats = false;
+    const char *server_name = "weft";  // "server" in the stats page
+    const char *mode = "";             // "mode" in the stats page
+    uint64_t started_ns = 0;           // CLOCK_MONOTONIC, for "uptime_s"
 };
+
+// The stats page's JSON (see EvSite::stats).
+std::string stats_json(const EvSite &site);
+// CLOCK_MONOTONIC in nanoseconds: the clock of every deadline.
+uint64_t now_ns();
 
 enum class Next : uint8_t { Read, Write, Reply, Close };
 
@@ -83,8 +95,10 @@ public:
     // (one DeadlineList each keeps them in order).
     enum Timer : uint8_t { kHeader = 1, kKeepAlive = 2, kSend = 3 };
     Timer timer() const;
-    // Waiting for a request with nothing of it received: safe to close at shutdown.
-    bool idle() const { return phase_ == Phase::Head && have_ == 0; }
+    // Not in the middle of a reply: at shutdown it is closed at once (as
+    // weft-knot's SHUT_RD ends a connection waiting for, or reading, a
+    // request); one that is sending finishes its reply first.
+    bool idle() const { return phase_ != Phase::Send; }
     bool writing() const { return phase_ == Phase::Send; }
 
     // Intrusive links for DeadlineList (and a loop's own lists).
@@ -112,6 +126,7 @@ private:
     http::Parser parser_;
     http::Request req_;
     http::Reply reply_;
+    std::string stats_body_; // the body of a stats reply while it is sent
     char small_[2048];
 };
 
@@ -142,8 +157,9 @@ struct BusyReply {
 };
 
 // An accepted socket as EvConn wants it: TCP_NODELAY; O_NONBLOCK, or for
-// a blocking one (userver-b) SO_SNDTIMEO = send_timeout_ns, so that a send
-// that makes no progress ends as it does on a non-blocking socket.
+// a blocking one (userver-b) SO_SNDTIMEO = an eighth of send_timeout_ns,
+// with which EvConn::send() ends a send that makes no progress for
+// send_timeout_ns, as on a non-blocking socket.
 void prepare_socket(int fd, bool blocking, uint64_t send_timeout_ns);
 
 // The first line a server prints once it serves, the same for every weft
