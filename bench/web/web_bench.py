@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Web-server architectures compared on the EuroSys'07 study's workload
 (Pariag et al., "Comparing the performance of web server architectures",
-sections 3-4): weft-knot in its modes and nginx, each on one CPU, loaded by
+sections 3-4): weft-knot in its modes, the µserver (SPED, SYMPED,
+shared-SYMPED, userver-b), WatPipe and nginx, each on one CPU, loaded by
 httperf session logs at a sweep of rates, verified the study's way.
 
 Method
-  * Servers are data: bench/web/servers.json lists {"name", "kind" (knot or
-    nginx), "args"}; --servers picks some by name. weft-knot runs with the
-    listed args plus --stats (its counters are read before and after each
-    run); nginx with knot_bench.py's generated configuration (master and one
+  * Servers are data: bench/web/servers.json lists {"name", "kind" (knot,
+    userver, watpipe or nginx), "args"}; --servers picks some by name. weft's
+    servers run with the listed args plus --stats (their counters are read
+    before and after each run); nginx with knot_bench.py's generated configuration (master and one
     worker, sendfile, worker_connections 20000, keepalive_timeout 65).
   * File set: bench/web/fileset.py's SPECweb99-like set (36 sizes, 102 B to
     921,600 B, dirNNNNN/classC_I), made or reused with seed 1 in --fileset
@@ -125,10 +126,12 @@ SIZE_OF = {fs.file_name(c, i): fs.SIZES[c][i] for c in range(fs.CLASSES) for i i
 WRK_PATHS = 4000
 PACKAGES = {"httperf": "httperf", "wrk": "wrk", "nginx": "nginx-light", "taskset": "util-linux"}
 
-PRESETS = {  # rates (sessions/s), seconds of arrivals per rate, wrk seconds, sampler req/s
-    "full": {"rates": [100, 200, 400, 800], "duration": 20, "wrk_duration": 10, "sample_rate": 36.0},
-    "quick": {"rates": [100, 400], "duration": 10, "wrk_duration": 5, "sample_rate": 36.0},
-    "smoke": {"rates": [40], "duration": 3, "wrk_duration": 2, "sample_rate": 36.0},
+PRESETS = {  # servers (None: all of servers.json), rates (sessions/s), seconds of arrivals per rate, wrk
+    # seconds, sampler req/s. The full run has ten servers: about 50 s each keeps it under 10 minutes.
+    "full": {"servers": None, "rates": [100, 400, 800], "duration": 10, "wrk_duration": 8, "sample_rate": 36.0},
+    "quick": {"servers": "knot-nb,knot-b,userver-symped,watpipe,nginx", "rates": [100, 400], "duration": 8,
+              "wrk_duration": 4, "sample_rate": 36.0},
+    "smoke": {"servers": "knot-nb,nginx", "rates": [40], "duration": 3, "wrk_duration": 2, "sample_rate": 36.0},
 }
 
 
@@ -189,9 +192,9 @@ def load_servers(path, names=None):
     if not isinstance(specs, list):
         raise ValueError(f"{path}: not a list")
     for s in specs:
-        if not (isinstance(s, dict) and isinstance(s.get("name"), str) and s.get("kind") in ("knot", "nginx")
+        if not (isinstance(s, dict) and isinstance(s.get("name"), str) and s.get("kind") in KINDS
                 and isinstance(s.get("args", []), list)):
-            raise ValueError(f"{path}: bad entry {s!r} (want name, kind knot|nginx, args list)")
+            raise ValueError(f"{path}: bad entry {s!r} (want name, kind {'|'.join(KINDS)}, args list)")
     by = {s["name"]: s for s in specs}
     if not names:
         return specs
@@ -201,11 +204,27 @@ def load_servers(path, names=None):
     return [by[n] for n in names]
 
 
-def server_command(spec, tools, knot, cpu, root):
-    """A command maker (port, tmp) -> argv for kb.Server."""
+# The kinds of server servers.json may name: weft's three (their binary in
+# the build tree) and nginx.
+WEFT_BINS = {"knot": ("servers", "knot", "weft-knot"), "userver": ("servers", "userver", "weft-userver"),
+             "watpipe": ("servers", "watpipe", "weft-watpipe")}
+KINDS = tuple(WEFT_BINS) + ("nginx",)
+
+
+def weft_bins(build, knot_bin=None):
+    """{kind: path} of weft's servers in the build tree."""
+    bins = {k: os.path.abspath(os.path.join(build, *parts)) for k, parts in WEFT_BINS.items()}
+    if knot_bin:
+        bins["knot"] = os.path.abspath(knot_bin)
+    return bins
+
+
+def server_command(spec, tools, bins, cpu, root):
+    """A command maker (port, tmp) -> argv for kb.Server. weft's servers all
+    take --listen, --root and --stats (their counters at /.weft/stats)."""
     if spec["kind"] == "nginx":
         return kb.nginx_cmd(tools["nginx"], cpu, root)
-    return kb.knot_cmd(knot, cpu, root, list(spec.get("args", [])) + ["--stats"])
+    return kb.knot_cmd(bins[spec["kind"]], cpu, root, list(spec.get("args", [])) + ["--stats"])
 
 
 def port_in_use(port):
@@ -679,7 +698,7 @@ class RssWatch:
 
 
 def weft_stats(port):
-    """weft-knot's /.weft/stats as a dict, None when it has none."""
+    """A weft server's /.weft/stats as a dict, None when it has none."""
     try:
         status, body, _ = http_get(port, ".weft/stats", 5.0)
         return json.loads(body) if status == 200 else None
@@ -724,7 +743,7 @@ def measure_rate(server, spec, rate, ctx, plan):
     rec.update(rate=rate, duration_s=ctx.duration, clients=len(plan["files"]),
                sessions=sum(n for _, n in plan["files"]), source_addrs=plan["sources"])
     pids = server.pids()
-    weft0 = weft_stats(server.port) if spec["kind"] == "knot" else None
+    weft0 = weft_stats(server.port) if spec["kind"] != "nginx" else None
     c0, t0 = proc_counters(pids), time.monotonic()
     sampler = Sampler(server.port, ctx.dirs, ctx.seed, ctx.sample_rate)
     with RssWatch(server) as rss:
@@ -734,7 +753,7 @@ def measure_rate(server, spec, rate, ctx, plan):
         wall = time.monotonic() - t0
         c1 = proc_counters(pids)
         sampler.stop(time.monotonic() + TIMEOUT_S + 5)
-    weft1 = weft_stats(server.port) if spec["kind"] == "knot" else None
+    weft1 = weft_stats(server.port) if spec["kind"] != "nginx" else None
     ctx.commands.setdefault(f"httperf rate {rate}", " ".join(shlex.quote(x) for x in cmds[0]))
     ctx.httperf_log.append((f"{spec['name']} rate {rate}", texts))
     samp = sampler.summary()
@@ -803,7 +822,7 @@ def progress(rec, t_start):
 
 def run_server(spec, ctx, t_start):
     """Every run of one server. Returns its records."""
-    cmd_fn = server_command(spec, ctx.tools, ctx.knot, ctx.cpu_server, ctx.root)
+    cmd_fn = server_command(spec, ctx.tools, ctx.bins, ctx.cpu_server, ctx.root)
     probe = fs.rel_path(0, 0, 0)
     try:
         server = start_server(spec["name"], cmd_fn, probe)
@@ -856,6 +875,51 @@ def best_verified(runs, server):
     return max(ok, key=lambda r: r["rate"]) if ok else None
 
 
+def goal_rows(runs):
+    """Issue 7's goal, per load: the best verified weft-knot against the best
+    verified µserver/WatPipe and against nginx, by reply rate. Rows of
+    (load, best knot (name, rate), best event/pipeline, nginx, ratio vs
+    event/pipeline, ratio vs nginx); ratios None when a side is missing."""
+    def best(pred, rate, kind):
+        ok = [r for r in runs if r["type"] == kind and r["verified"] and pred(r) and r.get("reply_rate")
+              and (kind == "wrk" or r["rate"] == rate)]
+        return max(((r["server"], r["reply_rate"]) for r in ok), key=lambda x: x[1], default=None)
+
+    rows = []
+    loads = sorted({r["rate"] for r in runs if r["type"] == "httperf"}) + ["wrk peak"]
+    for load in loads:
+        kind = "wrk" if load == "wrk peak" else "httperf"
+        k = best(lambda r: r.get("kind") == "knot", load, kind)
+        e = best(lambda r: r.get("kind") in ("userver", "watpipe"), load, kind)
+        n = best(lambda r: r.get("kind") == "nginx", load, kind)
+        if not (k or e or n):
+            continue
+        rows.append((load, k, e, n, k[1] / e[1] if k and e else None, k[1] / n[1] if k and n else None))
+    return rows
+
+
+def goal_section(runs):
+    rows = goal_rows(runs)
+    if not rows:
+        return []
+    md = ["## The architectures (issue 7's goal: the best weft-knot >= 1.0x the best µserver/WatPipe and nginx)",
+          "", "| Load | best weft-knot | best µserver/WatPipe | nginx | knot / event-pipeline | knot / nginx |",
+          "|---|---|---|---|---:|---:|"]
+
+    def cell(x):
+        return f"{x[0]} {fmt(x[1], 0)}" if x else "—"
+
+    for load, k, e, n, re_, rn in rows:
+        label = f"{load} sessions/s" if load != "wrk peak" else load
+        md.append(f"| {label} | {cell(k)} | {cell(e)} | {cell(n)} | "
+                  f"{f'{re_:.2f}x' if re_ is not None else '—'} | {f'{rn:.2f}x' if rn is not None else '—'} |")
+    short = [f"{r[0]}: {r[4]:.2f}x" for r in rows if r[4] is not None and r[4] < 1.0]
+    short += [f"{r[0]} vs nginx: {r[5]:.2f}x" for r in rows if r[5] is not None and r[5] < 1.0]
+    md += ["", "Short of the goal at: " + "; ".join(short) + "." if short else
+           "The best weft-knot is at or above 1.0x at every load shown.", ""]
+    return md
+
+
 def render(runs, run_info):
     """The Markdown report from web.json's runs and web.run.json's info."""
     s = run_info.get("settings", {})
@@ -902,6 +966,8 @@ def render(runs, run_info):
     if missing:
         md += ["", "No verified rate: " + ", ".join(missing) + "."]
     md.append("")
+
+    md += goal_section(runs)
 
     md += ["## Every run (Figs. 7 and 8 plot the verified ones)", "",
            "| Server | Rate | Reply rate | Mbit/s | Mean ms | p99 ms | httperf errors | Server CPU % | Verified |",
@@ -1035,9 +1101,10 @@ Environment overrides, read when the matching flag is absent:
   DURATION  seconds of arrivals per rate (--duration)
   FILESET   the file set's directory     (--fileset)
   SIZE_MB   its size in MiB              (--size-mb)
-Full run: 4 servers x 4 rates x (20 s + drain) + wrk, about 8 minutes; --quick:
-2 rates of 10 s and 5 s of wrk, about 3 minutes; --smoke about 30 s. The planned
-time is printed at the start.
+Full run: the 10 servers of servers.json x 3 rates x (10 s + drain) + 8 s of
+wrk, about 9 minutes; --quick: 5 servers (knot-nb, knot-b, userver-symped,
+watpipe, nginx) x 2 rates of 8 s + 4 s of wrk, about 3 minutes; --smoke about
+30 s. The planned time is printed at the start.
 Exit status: 0 when every run passed verification, 1 otherwise (or a tool
 missing: install the Debian packages httperf, wrk, nginx-light), 77 for
 --smoke when a tool is missing, 130 when interrupted."""
@@ -1064,10 +1131,10 @@ def parse_args(argv):
     ap.add_argument("--out-dir", help="where web.json, web.run.json, web.md go (default results; --smoke: "
                     "BUILD/bench-web/web-smoke)")
     ap.add_argument("--servers-file", default=SERVERS_JSON, help="the server list (default bench/web/servers.json)")
-    ap.add_argument("--servers", help="comma-separated names from the server list (default all; env SERVERS)")
+    ap.add_argument("--servers", help="comma-separated names from the server list (default all; --quick 5 of them; env SERVERS)")
     ap.add_argument("--rates", type=int_list, help="new sessions per second, comma-separated (default "
-                    "100,200,400,800; --quick 100,400; env RATES)")
-    ap.add_argument("--duration", type=int, help="seconds of session arrivals per rate (default 20; --quick 10; "
+                    "100,400,800; --quick 100,400; env RATES)")
+    ap.add_argument("--duration", type=int, help="seconds of session arrivals per rate (default 10; --quick 8; "
                     "env DURATION)")
     ap.add_argument("--clients", type=int, default=2, help="httperf processes at least (default 2; more when a "
                     f"rate needs over {CONNS_PER_HTTPERF} connections per process)")
@@ -1077,21 +1144,21 @@ def parse_args(argv):
     ap.add_argument("--sample-rate", type=float, help="sampler requests per second (default 36: every size once a "
                     "second)")
     ap.add_argument("--wrk-connections", type=int, default=100, help="wrk's connections (default 100)")
-    ap.add_argument("--wrk-duration", type=int, help="seconds of wrk per server (default 10; --quick 5)")
+    ap.add_argument("--wrk-duration", type=int, help="seconds of wrk per server (default 8; --quick 4)")
     ap.add_argument("--fileset", help="the file set's directory (default $FILESET, else var/fileset; --smoke: "
                     "BUILD/bench-web/smoke-fileset)")
     ap.add_argument("--size-mb", type=float, help="file set size in MiB (default 64; env SIZE_MB; --smoke: one "
                     "directory)")
     ap.add_argument("--cpu-server", type=int, default=1, help="CPU for the servers (default 1)")
     ap.add_argument("--cpu-client", type=int, default=0, help="CPU for httperf, wrk and this script (default 0)")
-    ap.add_argument("--quick", action="store_true", help="2 rates, 10 s each, 5 s of wrk (about 3 minutes)")
+    ap.add_argument("--quick", action="store_true", help="5 servers, 2 rates of 8 s, 4 s of wrk (about 3 minutes)")
     ap.add_argument("--smoke", action="store_true", help="a ~30 s end-to-end check: 1-directory file set, "
                     "knot-nb and nginx, one low rate, 3 s; checks the outputs; exit 77 if a tool is missing")
     args = ap.parse_args(argv)
     env = os.environ
     preset = PRESETS["smoke" if args.smoke else "quick" if args.quick else "full"]
     if args.servers is None:
-        args.servers = "knot-nb,nginx" if args.smoke else env.get("SERVERS")
+        args.servers = preset["servers"] if args.smoke else env.get("SERVERS") or preset["servers"]
     args.servers = [x.strip() for x in args.servers.split(",") if x.strip()] if args.servers else None
     if args.rates is None:
         args.rates = int_list(env["RATES"]) if env.get("RATES") and not args.smoke else preset["rates"]
@@ -1174,12 +1241,13 @@ def main(argv=None):
         log(f"web_bench: {', '.join(missing)} not found: install the Debian package(s) "
             + " ".join(PACKAGES[m] for m in missing) + " (apt-get install httperf wrk nginx-light)")
         return SKIP if args.smoke else 1
-    knot = os.path.abspath(args.knot_bin or os.path.join(args.build, "servers", "knot", "weft-knot"))
-    if any(s["kind"] == "knot" for s in specs) and not os.access(knot, os.X_OK):
-        log(f"web_bench: {knot} not found: build first (cmake --build {args.build})")
-        return 1
+    bins = weft_bins(args.build, args.knot_bin)
+    for kind in sorted({s["kind"] for s in specs} - {"nginx"}):
+        if not os.access(bins[kind], os.X_OK):
+            log(f"web_bench: {bins[kind]} not found: build first (cmake --build {args.build})")
+            return 1
     try:
-        return run(args, specs, tools, knot)
+        return run(args, specs, tools, bins)
     except KeyboardInterrupt:
         log("web_bench: interrupted: stopping every process started")
         return 130
@@ -1187,7 +1255,7 @@ def main(argv=None):
         CHILDREN.end_all()
 
 
-def run(args, specs, tools, knot):
+def run(args, specs, tools, bins):
     t_start = time.monotonic()
     nofile = kb.raise_nofile()
     cpu_s, cpu_c, notes = kb.choose_cpus(args.cpu_server, args.cpu_client)
@@ -1202,7 +1270,7 @@ def run(args, specs, tools, knot):
         log(f"web_bench: cannot make the file set in {args.fileset}: {e}")
         return 1
     ctx = Context()
-    ctx.tools, ctx.knot, ctx.cpu_server, ctx.cpu_client = tools, knot, cpu_s, cpu_c
+    ctx.tools, ctx.bins, ctx.cpu_server, ctx.cpu_client = tools, bins, cpu_s, cpu_c
     ctx.root, ctx.dirs, ctx.seed = args.fileset, dirs, SEED
     ctx.rates, ctx.duration, ctx.sample_rate = args.rates, args.duration, args.sample_rate
     ctx.wrk_connections, ctx.wrk_duration = args.wrk_connections, args.wrk_duration
@@ -1239,7 +1307,7 @@ def run(args, specs, tools, knot):
         rng = random.Random(SEED)
         ctx.wrk_script = os.path.join(ctx.tmp, "paths.lua")
         write_wrk_script(ctx.wrk_script, [model.sample(rng)[0] for _ in range(WRK_PATHS)])
-        facts = machine_info(tools, knot)
+        facts = machine_info(tools, bins["knot"])
         plan_s = planned_seconds(len(specs), args.rates, args.duration, args.wrk_duration)
         log(f"web_bench: {facts['line']}; {facts['nginx']}; {facts['httperf']}; {facts['wrk']}")
         log(f"web_bench: file set {args.fileset} ({dirs} directories, {'reused' if reused else 'made now'}); "

@@ -258,5 +258,96 @@ class SourcePlan(unittest.TestCase):
             wb.source_plan(self.files(*[10 ** 6] * 10), 0, "auto", 28232)
 
 
+class Goal(unittest.TestCase):
+    def run_(self, server, kind, rate, reply, verified=True, typ="httperf"):
+        return {"type": typ, "server": server, "kind": kind, "rate": rate, "reply_rate": reply, "verified": verified}
+
+    def test_best_of_each_architecture_per_load(self):
+        runs = [self.run_("knot-nb", "knot", 100, 500), self.run_("knot-b", "knot", 100, 520),
+                self.run_("userver-sped", "userver", 100, 510), self.run_("watpipe", "watpipe", 100, 540),
+                self.run_("nginx", "nginx", 100, 500),
+                self.run_("knot-nb", "knot", 400, 2000), self.run_("watpipe", "watpipe", 400, 9999, verified=False),
+                self.run_("userver-sped", "userver", 400, 1900),
+                self.run_("knot-nb", "knot", None, 80000, typ="wrk"), self.run_("nginx", "nginx", None, 70000, typ="wrk")]
+        rows = {r[0]: r for r in wb.goal_rows(runs)}
+        load, k, e, n, re_, rn = rows[100]
+        self.assertEqual((k, e, n), (("knot-b", 520), ("watpipe", 540), ("nginx", 500)))
+        self.assertAlmostEqual(re_, 520 / 540)
+        self.assertAlmostEqual(rn, 520 / 500)
+        self.assertEqual(rows[400][2], ("userver-sped", 1900))  # the unverified WatPipe run does not count
+        self.assertIsNone(rows[400][5])                          # no nginx run at 400
+        self.assertAlmostEqual(rows["wrk peak"][5], 80000 / 70000)
+        text = "\n".join(wb.goal_section(runs))
+        self.assertIn("Short of the goal at: 100: 0.96x", text)
+
+
+class Tune(unittest.TestCase):
+    """bench/web/tune.py: the grid of configurations, and the run through
+    web_bench (replaced here by a stand-in that writes the fixture)."""
+
+    def test_grid_names_and_flags(self):
+        import tune
+        cfgs = tune.configurations("userver", [10000, 30000], [1, 4])
+        self.assertEqual([c["name"] for c in cfgs],
+                         ["userver-10K-1p", "userver-10K-4p", "userver-30K-1p", "userver-30K-4p"])
+        a = cfgs[3]["args"]
+        self.assertEqual(a[a.index("--max-conns") + 1], "30000")
+        self.assertEqual(a[a.index("--procs") + 1], "4")
+        self.assertEqual(cfgs[0]["kind"], "userver")
+        knot = tune.configurations("knot-b", [500], [50])[0]
+        self.assertEqual(knot["name"], "knot-b-500-50w")
+        self.assertEqual(knot["args"][:2], ["--mode", "b"])
+        self.assertEqual(knot["args"][knot["args"].index("--threads") + 1], "500")
+        self.assertEqual(knot["args"][knot["args"].index("--workers") + 1], "50")
+        wat = tune.configurations("watpipe", [20000], [5])[0]
+        self.assertEqual((wat["name"], wat["kind"]), ("watpipe-20K-5w", "watpipe"))
+        self.assertIn("--shared", tune.configurations("userver-shared", [1], [2])[0]["args"])
+
+    def test_bad_lists_are_refused(self):
+        import tune
+        for bad in ("0", "x", "", "-3"):
+            with self.assertRaises(Exception):
+                tune.positive_list(bad)
+
+    def test_main_runs_the_grid_through_web_bench_and_plots(self):
+        import tempfile
+        import tune
+        with open(os.path.join(DATA, "web_fixture.json")) as f:
+            fixture = json.load(f)
+        seen = {}
+
+        def fake_main(argv):
+            seen["argv"] = argv
+            with open(argv[argv.index("--servers-file") + 1]) as f:
+                seen["servers"] = json.load(f)
+            runs = []
+            for cfg in seen["servers"]:  # the fixture's runs, renamed to the grid's configurations
+                for r in fixture["runs"] if isinstance(fixture, dict) else fixture:
+                    runs.append(dict(r, server=cfg["name"]))
+            out = argv[argv.index("--out-dir") + 1]
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, "web.json"), "w") as f:
+                json.dump(runs, f)
+            return 0
+
+        real = tune.wb.main
+        tune.wb.main = fake_main
+        try:
+            with tempfile.TemporaryDirectory() as out:
+                rc = tune.main(["--server", "watpipe", "--conns", "10000,20000", "--workers", "5",
+                                "--out-dir", out, "--rates", "100,200"])
+                self.assertEqual(rc, 0)
+                self.assertEqual([c["name"] for c in seen["servers"]], ["watpipe-10K-5w", "watpipe-20K-5w"])
+                self.assertIn("--rates", seen["argv"])
+                self.assertEqual(seen["argv"][seen["argv"].index("--servers") + 1], "watpipe-10K-5w,watpipe-20K-5w")
+                try:
+                    import matplotlib  # noqa: F401
+                except ImportError:
+                    return
+                self.assertTrue(os.path.getsize(os.path.join(out, "tune.png")) > 1000)
+        finally:
+            tune.wb.main = real
+
+
 if __name__ == "__main__":
     unittest.main()
