@@ -1,5 +1,5 @@
 # weft — top-level entry points. See README.md.
-#   make run    install what is missing, build, compare weft-knot and nginx on the study's web workload
+#   make run    install what is missing, build, compare weft's servers and nginx on the study's web workload
 #   make test   install what is missing, build (plain and ASan+UBSan), run every test
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
 #                     QUICK=1 for the ~4-minute version; `make bench` is the same
@@ -34,8 +34,8 @@ build: deps $(BUILD)/build.ninja
 build-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# The main job: weft-knot's modes against nginx on the study's workload
-# (bench/web/web_bench.py; ~7 minutes, QUICK=1 ~2). Variables: SERVERS
+# The main job: weft-knot's modes, the µserver, WatPipe and nginx on the
+# study's workload (bench/web/web_bench.py; ~9 minutes, QUICK=1 ~3). Variables: SERVERS
 # (names from bench/web/servers.json), RATES (sessions/s), DURATION (s per
 # rate), FILESET (where the file set lives), SIZE_MB (its size),
 # SOURCE_ADDRS (auto|always|off: 127.0.x.y source addresses for httperf).
