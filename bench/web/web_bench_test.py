@@ -278,7 +278,7 @@ class Goal(unittest.TestCase):
         self.assertIsNone(rows[400][5])                          # no nginx run at 400
         self.assertAlmostEqual(rows["wrk peak"][5], 80000 / 70000)
         text = "\n".join(wb.goal_section(runs))
-        self.assertIn("Short of the goal at: 100: 0.96x", text)
+        self.assertIn("Short of the goal at: 100: 0.963x", text)
 
 
 class Tune(unittest.TestCase):
