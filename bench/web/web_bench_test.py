@@ -193,6 +193,16 @@ class Render(unittest.TestCase):
         rows = self.table("## Peak")[2:]
         self.assertEqual([r.split("|")[1].strip() for r in rows], ["knot-nb", "nginx"])
 
+    def test_repeated_wrk_runs_show_their_median_and_spread(self):
+        runs = copy.deepcopy(self.runs)
+        wrk = next(r for r in runs if r["type"] == "wrk")
+        wrk["reply_rate_runs"] = [900.0, 1000.0, 1100.0]
+        wrk["reply_rate"] = 1000.0
+        md = wb.render(runs, self.info)
+        self.assertIn("| 1,000 (900, 1,000, 1,100) |", md)
+        self.assertIn("median of the runs", md)
+        self.assertNotIn("median of the runs", self.md)  # one run each: no note
+
     def test_failures_reported(self):
         fail = self.md.split("## Failed runs", 1)[1]
         self.assertIn("FAILED knot-nb rate 400: timeouts above 10 %", fail)
