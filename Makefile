@@ -4,6 +4,7 @@
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
 #                     QUICK=1 for the ~4-minute version; `make bench` is the same
 #   make bench-knot   weft-knot against nginx with wrk, and with 10,000 idle connections (results/knot*)
+#   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*)
 #   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
 
 BUILD      ?= build
@@ -15,7 +16,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks fuzz install clean
 
 all: build
 
@@ -57,6 +58,12 @@ test-asan: build-asan
 
 bench-micro: build
 	$(PYTHON) bench/micro/suite.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+# Capriccio Fig. 7 for weft-knot: call sites needing a linked-stack
+# checkpoint against MaxPath (tools/stackcheck over a -fcallgraph-info build
+# in $(BUILD)-callgraph; results/stacks_fig7.*).
+bench-stacks: deps
+	$(PYTHON) bench/stacks/fig7.py --build-dir $(BUILD)-callgraph --out-dir results
 
 bench: bench-micro
 
