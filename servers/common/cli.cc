@@ -1,5 +1,6 @@
 #include "cli.hpp"
 
+#include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace weft::srv {
 
@@ -40,6 +42,51 @@ double parse_seconds(const char *prog, const char *opt, const char *s) {
         std::exit(2);
     }
     return v;
+}
+
+void parse_command_line(const char *prog, int argc, char **argv, const struct option *own, CommonOptions *o,
+                        const std::function<bool(int, const char *)> &own_flag, void (*usage)(FILE *)) {
+    std::vector<struct option> longs = {
+        {"listen", required_argument, nullptr, kOptListen},
+        {"root", required_argument, nullptr, kOptRoot},
+        {"fd-cache", required_argument, nullptr, kOptFdCache},
+        {"max-conns", required_argument, nullptr, kOptMaxConns},
+        {"max-requests", required_argument, nullptr, kOptMaxRequests},
+        {"keepalive-timeout", required_argument, nullptr, kOptKeepalive},
+        {"header-timeout", required_argument, nullptr, kOptHeaderTimeout},
+        {"send-timeout", required_argument, nullptr, kOptSendTimeout},
+        {"stats", no_argument, nullptr, kOptStats},
+        {"follow-symlinks", no_argument, nullptr, kOptFollow},
+        {"quiet", no_argument, nullptr, kOptQuiet},
+        {"help", no_argument, nullptr, kOptHelp},
+    };
+    for (const struct option *p = own; p && p->name; ++p) longs.push_back(*p);
+    longs.push_back({nullptr, 0, nullptr, 0});
+    opterr = 0;
+    for (;;) {
+        int idx = 0;
+        int c = getopt_long(argc, argv, "h", longs.data(), &idx);
+        if (c == -1) break;
+        const char *a = optarg;
+        switch (c) {
+        case kOptListen: o->listen = a; break;
+        case kOptRoot: o->root = a; break;
+        case kOptFdCache: o->fd_cache = parse_long(prog, "--fd-cache", a, 1, 1 << 20); break;
+        case kOptMaxConns: o->max_conns = parse_long(prog, "--max-conns", a, 1, 10000000); break;
+        case kOptMaxRequests: o->max_requests = parse_long(prog, "--max-requests", a, 1, 1L << 40); break;
+        case kOptKeepalive: o->keepalive_timeout_s = parse_seconds(prog, "--keepalive-timeout", a); break;
+        case kOptHeaderTimeout: o->header_timeout_s = parse_seconds(prog, "--header-timeout", a); break;
+        case kOptSendTimeout: o->send_timeout_s = parse_seconds(prog, "--send-timeout", a); break;
+        case kOptStats: o->stats = true; break;
+        case kOptFollow: o->follow_symlinks = true; break;
+        case kOptQuiet: o->quiet = true; break;
+        case kOptHelp:
+        case 'h': usage(stdout); std::exit(0);
+        default:
+            if (c < kOwnOption || !own_flag(c, a)) usage_error(prog, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) usage_error(prog, "unexpected argument '%s'", argv[optind]);
 }
 
 struct sockaddr_storage resolve(const char *prog, const std::string &listen, socklen_t *len) {

@@ -6,9 +6,43 @@
 
 #include <sys/socket.h>
 
+#include <cstdio>
+#include <functional>
 #include <string>
 
+struct option;
+
 namespace weft::srv {
+
+// The flags every weft server has, with the same meaning and defaults. A
+// server's Options derives from it and adds its own.
+struct CommonOptions {
+    std::string listen = "127.0.0.1:8080";
+    std::string root = ".";
+    long fd_cache = 4096;         // open files kept with their headers
+    long max_conns = 10000;       // connections served at once; more get 503
+    long max_requests = 1000;     // per connection
+    double keepalive_timeout_s = 15;
+    double header_timeout_s = 10;
+    double send_timeout_s = 60;
+    bool stats = false;           // /.weft/stats
+    bool follow_symlinks = false;
+    bool quiet = false;
+};
+
+// getopt_long codes: the common flags take these; a server numbers its own
+// from kOwnOption up.
+enum : int {
+    kOptListen = 256, kOptRoot, kOptFdCache, kOptMaxConns, kOptMaxRequests, kOptKeepalive, kOptHeaderTimeout,
+    kOptSendTimeout, kOptStats, kOptFollow, kOptQuiet, kOptHelp, kOwnOption
+};
+
+// Parse argv: the common flags into *common, the server's own (`own`, a
+// table ending with a zero entry) through own_flag(code, optarg), which
+// returns false for a code it does not know. --help prints usage(stdout)
+// and exits 0; an unknown or incomplete option or a stray argument exits 2.
+void parse_command_line(const char *prog, int argc, char **argv, const struct option *own, CommonOptions *common,
+                        const std::function<bool(int, const char *)> &own_flag, void (*usage)(FILE *));
 
 [[noreturn]] void usage_error(const char *prog, const char *fmt, const char *arg);
 

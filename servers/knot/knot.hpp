@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/cli.hpp"
 #include "http/cache.hpp"
 #include "http/parser.hpp"
 #include "http/response.hpp"
@@ -31,25 +32,16 @@ enum class Mode { C, NB, B, Uring };
 constexpr size_t kInBuf = 16384 + 2048;
 constexpr size_t kInSmall = 2048; // on the stack; kInBuf on the heap when a head needs it
 
-struct Options {
-    std::string listen = "127.0.0.1:8080";
-    std::string root = ".";
+// The flags every weft server has (listen, root, limits, timeouts, stats,
+// quiet: common/cli.hpp), and knot's own.
+struct Options : weft::srv::CommonOptions {
     int threads = 0;              // pre-forked accept loops; 0 = a thread per connection
     Mode mode = Mode::NB;
     int workers = 0;              // offload pool (0: the runtime's default)
     long cache_mb = 64;           // knot-c content cache
-    long fd_cache = 4096;         // open descriptors held by the file cache
     int vprocs = 1;
-    long max_conns = 10000;
-    double keepalive_timeout_s = 15;
-    double header_timeout_s = 10;
-    double send_timeout_s = 60;
-    long max_requests = 1000;     // per connection
     std::string access_log;       // empty: none
-    bool stats = false;
-    bool follow_symlinks = false;
     bool reuseport = true;
-    bool quiet = false;
 };
 
 const char *mode_name(Mode m);

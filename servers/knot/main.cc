@@ -76,74 +76,38 @@ constexpr const char *kProg = "weft-knot";
 
 [[noreturn]] void usage_error(const char *fmt, const char *arg) { weft::srv::usage_error(kProg, fmt, arg); }
 long parse_long(const char *opt, const char *s, long lo, long hi) { return weft::srv::parse_long(kProg, opt, s, lo, hi); }
-double parse_seconds(const char *opt, const char *s) { return weft::srv::parse_seconds(kProg, opt, s); }
 
 Options parse_options(int argc, char **argv) {
-    enum {
-        kListen = 256, kRoot, kMode, kThreads, kVprocs, kWorkers, kCacheMb, kFdCache, kMaxConns, kMaxRequests,
-        kKeepalive, kHeaderTimeout, kSendTimeout, kAccessLog, kStats, kFollow, kNoReuseport, kQuiet, kHelp
-    };
-    static const struct option longs[] = {
-        {"listen", required_argument, nullptr, kListen},
-        {"root", required_argument, nullptr, kRoot},
+    enum { kMode = weft::srv::kOwnOption, kThreads, kVprocs, kWorkers, kCacheMb, kAccessLog, kNoReuseport };
+    static const struct option own[] = {
         {"mode", required_argument, nullptr, kMode},
         {"threads", required_argument, nullptr, kThreads},
         {"vprocs", required_argument, nullptr, kVprocs},
         {"workers", required_argument, nullptr, kWorkers},
         {"cache-mb", required_argument, nullptr, kCacheMb},
-        {"fd-cache", required_argument, nullptr, kFdCache},
-        {"max-conns", required_argument, nullptr, kMaxConns},
-        {"max-requests", required_argument, nullptr, kMaxRequests},
-        {"keepalive-timeout", required_argument, nullptr, kKeepalive},
-        {"header-timeout", required_argument, nullptr, kHeaderTimeout},
-        {"send-timeout", required_argument, nullptr, kSendTimeout},
         {"access-log", required_argument, nullptr, kAccessLog},
-        {"stats", no_argument, nullptr, kStats},
-        {"follow-symlinks", no_argument, nullptr, kFollow},
         {"no-reuseport", no_argument, nullptr, kNoReuseport},
-        {"quiet", no_argument, nullptr, kQuiet},
-        {"help", no_argument, nullptr, kHelp},
         {nullptr, 0, nullptr, 0},
     };
     Options o;
-    opterr = 0;
-    for (;;) {
-        int idx = 0;
-        int c = getopt_long(argc, argv, "h", longs, &idx);
-        if (c == -1) break;
-        const char *a = optarg;
+    weft::srv::parse_command_line(kProg, argc, argv, own, &o, [&o](int c, const char *a) {
         switch (c) {
-        case kListen: o.listen = a; break;
-        case kRoot: o.root = a; break;
         case kMode:
             if (!std::strcmp(a, "c")) o.mode = Mode::C;
             else if (!std::strcmp(a, "nb")) o.mode = Mode::NB;
             else if (!std::strcmp(a, "b")) o.mode = Mode::B;
             else if (!std::strcmp(a, "uring")) o.mode = Mode::Uring;
             else usage_error("--mode is c, nb, b or uring, not '%s'", a);
-            break;
-        case kThreads: o.threads = static_cast<int>(parse_long("--threads", a, 0, 1000000)); break;
-        case kVprocs: o.vprocs = static_cast<int>(parse_long("--vprocs", a, 1, 64)); break;
-        case kWorkers: o.workers = static_cast<int>(parse_long("--workers", a, 1, 256)); break;
-        case kCacheMb: o.cache_mb = parse_long("--cache-mb", a, 0, 1 << 20); break;
-        case kFdCache: o.fd_cache = parse_long("--fd-cache", a, 1, 1 << 20); break;
-        case kMaxConns: o.max_conns = parse_long("--max-conns", a, 1, 10000000); break;
-        case kMaxRequests: o.max_requests = parse_long("--max-requests", a, 1, 1L << 40); break;
-        case kKeepalive: o.keepalive_timeout_s = parse_seconds("--keepalive-timeout", a); break;
-        case kHeaderTimeout: o.header_timeout_s = parse_seconds("--header-timeout", a); break;
-        case kSendTimeout: o.send_timeout_s = parse_seconds("--send-timeout", a); break;
-        case kAccessLog: o.access_log = a; break;
-        case kStats: o.stats = true; break;
-        case kFollow: o.follow_symlinks = true; break;
-        case kNoReuseport: o.reuseport = false; break;
-        case kQuiet: o.quiet = true; break;
-        case kHelp:
-        case 'h': usage(stdout); std::exit(0);
-        default:
-            usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+            return true;
+        case kThreads: o.threads = static_cast<int>(parse_long("--threads", a, 0, 1000000)); return true;
+        case kVprocs: o.vprocs = static_cast<int>(parse_long("--vprocs", a, 1, 64)); return true;
+        case kWorkers: o.workers = static_cast<int>(parse_long("--workers", a, 1, 256)); return true;
+        case kCacheMb: o.cache_mb = parse_long("--cache-mb", a, 0, 1 << 20); return true;
+        case kAccessLog: o.access_log = a; return true;
+        case kNoReuseport: o.reuseport = false; return true;
+        default: return false;
         }
-    }
-    if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+    }, usage);
     return o;
 }
 

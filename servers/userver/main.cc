@@ -80,23 +80,14 @@
 namespace userver {
 namespace {
 
-struct Options {
-    std::string listen = "127.0.0.1:8080";
-    std::string root = ".";
+// The flags every weft server has (common/cli.hpp; here --max-conns counts
+// all loops together and --fd-cache is per cache), and the µserver's own.
+struct Options : weft::srv::CommonOptions {
     Events events = Events::Epoll;
     int procs = 1;
     bool shared = false;          // shared-SYMPED
     bool blocking = false;        // userver-b
     bool reuseport = false;       // a SO_REUSEPORT socket per loop instead of one shared
-    long max_conns = 10000;       // in total, all loops together
-    long max_requests = 1000;     // per connection
-    double keepalive_timeout_s = 15;
-    double header_timeout_s = 10;
-    double send_timeout_s = 60;
-    long fd_cache = 4096;         // open files held (per process, or one cache for shared-SYMPED)
-    bool follow_symlinks = false;
-    bool stats = false;
-    bool quiet = false;
 };
 
 void usage(FILE *out) {
@@ -141,69 +132,33 @@ void usage(FILE *out) {
 
 [[noreturn]] void usage_error(const char *fmt, const char *arg) { weft::srv::usage_error(kProg, fmt, arg); }
 long parse_long(const char *opt, const char *s, long lo, long hi) { return weft::srv::parse_long(kProg, opt, s, lo, hi); }
-double parse_seconds(const char *opt, const char *s) { return weft::srv::parse_seconds(kProg, opt, s); }
 
 Options parse_options(int argc, char **argv) {
-    enum {
-        kListen = 256, kRoot, kEvents, kProcs, kShared, kBlocking, kReuseport, kMaxConns, kMaxRequests, kKeepalive,
-        kHeaderTimeout, kSendTimeout, kFdCache, kStats, kFollow, kQuiet, kHelp
-    };
-    static const struct option longs[] = {
-        {"listen", required_argument, nullptr, kListen},
-        {"root", required_argument, nullptr, kRoot},
+    enum { kEvents = weft::srv::kOwnOption, kProcs, kShared, kBlocking, kReuseport };
+    static const struct option own[] = {
         {"events", required_argument, nullptr, kEvents},
         {"procs", required_argument, nullptr, kProcs},
         {"shared", no_argument, nullptr, kShared},
         {"blocking-socket", no_argument, nullptr, kBlocking},
         {"reuseport", no_argument, nullptr, kReuseport},
-        {"max-conns", required_argument, nullptr, kMaxConns},
-        {"max-requests", required_argument, nullptr, kMaxRequests},
-        {"keepalive-timeout", required_argument, nullptr, kKeepalive},
-        {"header-timeout", required_argument, nullptr, kHeaderTimeout},
-        {"send-timeout", required_argument, nullptr, kSendTimeout},
-        {"fd-cache", required_argument, nullptr, kFdCache},
-        {"stats", no_argument, nullptr, kStats},
-        {"follow-symlinks", no_argument, nullptr, kFollow},
-        {"quiet", no_argument, nullptr, kQuiet},
-        {"help", no_argument, nullptr, kHelp},
         {nullptr, 0, nullptr, 0},
     };
     Options o;
-    opterr = 0;
-    for (;;) {
-        int idx = 0;
-        int c = getopt_long(argc, argv, "h", longs, &idx);
-        if (c == -1) break;
-        const char *a = optarg;
+    weft::srv::parse_command_line(kProg, argc, argv, own, &o, [&o](int c, const char *a) {
         switch (c) {
-        case kListen: o.listen = a; break;
-        case kRoot: o.root = a; break;
         case kEvents:
             if (!std::strcmp(a, "epoll")) o.events = Events::Epoll;
             else if (!std::strcmp(a, "poll")) o.events = Events::Poll;
             else if (!std::strcmp(a, "select")) o.events = Events::Select;
             else usage_error("--events is epoll, poll or select, not '%s'", a);
-            break;
-        case kProcs: o.procs = static_cast<int>(parse_long("--procs", a, 1, 1024)); break;
-        case kShared: o.shared = true; break;
-        case kBlocking: o.blocking = true; break;
-        case kReuseport: o.reuseport = true; break;
-        case kMaxConns: o.max_conns = parse_long("--max-conns", a, 1, 10000000); break;
-        case kMaxRequests: o.max_requests = parse_long("--max-requests", a, 1, 1L << 40); break;
-        case kKeepalive: o.keepalive_timeout_s = parse_seconds("--keepalive-timeout", a); break;
-        case kHeaderTimeout: o.header_timeout_s = parse_seconds("--header-timeout", a); break;
-        case kSendTimeout: o.send_timeout_s = parse_seconds("--send-timeout", a); break;
-        case kFdCache: o.fd_cache = parse_long("--fd-cache", a, 1, 1 << 20); break;
-        case kStats: o.stats = true; break;
-        case kFollow: o.follow_symlinks = true; break;
-        case kQuiet: o.quiet = true; break;
-        case kHelp:
-        case 'h': usage(stdout); std::exit(0);
-        default:
-            usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+            return true;
+        case kProcs: o.procs = static_cast<int>(parse_long("--procs", a, 1, 1024)); return true;
+        case kShared: o.shared = true; return true;
+        case kBlocking: o.blocking = true; return true;
+        case kReuseport: o.reuseport = true; return true;
+        default: return false;
         }
-    }
-    if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+    }, usage);
     return o;
 }
 

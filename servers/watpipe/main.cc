@@ -120,58 +120,20 @@ void usage(FILE *out) {
         out);
 }
 
-[[noreturn]] void usage_error(const char *fmt, const char *arg) { weft::srv::usage_error(kProg, fmt, arg); }
 long parse_long(const char *opt, const char *s, long lo, long hi) { return weft::srv::parse_long(kProg, opt, s, lo, hi); }
-double parse_seconds(const char *opt, const char *s) { return weft::srv::parse_seconds(kProg, opt, s); }
 
 Options parse_options(int argc, char **argv) {
-    enum {
-        kListen = 256, kRoot, kWriters, kFdCache, kMaxConns, kMaxRequests, kKeepalive, kHeaderTimeout, kSendTimeout,
-        kStats, kFollow, kQuiet, kHelp
-    };
-    static const struct option longs[] = {
-        {"listen", required_argument, nullptr, kListen},
-        {"root", required_argument, nullptr, kRoot},
+    enum { kWriters = weft::srv::kOwnOption };
+    static const struct option own[] = {
         {"writers", required_argument, nullptr, kWriters},
-        {"fd-cache", required_argument, nullptr, kFdCache},
-        {"max-conns", required_argument, nullptr, kMaxConns},
-        {"max-requests", required_argument, nullptr, kMaxRequests},
-        {"keepalive-timeout", required_argument, nullptr, kKeepalive},
-        {"header-timeout", required_argument, nullptr, kHeaderTimeout},
-        {"send-timeout", required_argument, nullptr, kSendTimeout},
-        {"stats", no_argument, nullptr, kStats},
-        {"follow-symlinks", no_argument, nullptr, kFollow},
-        {"quiet", no_argument, nullptr, kQuiet},
-        {"help", no_argument, nullptr, kHelp},
         {nullptr, 0, nullptr, 0},
     };
     Options o;
-    opterr = 0;
-    for (;;) {
-        int idx = 0;
-        int c = getopt_long(argc, argv, "h", longs, &idx);
-        if (c == -1) break;
-        const char *a = optarg;
-        switch (c) {
-        case kListen: o.listen = a; break;
-        case kRoot: o.root = a; break;
-        case kWriters: o.writers = static_cast<int>(parse_long("--writers", a, 1, 1000)); break;
-        case kFdCache: o.fd_cache = parse_long("--fd-cache", a, 1, 1 << 20); break;
-        case kMaxConns: o.max_conns = parse_long("--max-conns", a, 1, 10000000); break;
-        case kMaxRequests: o.max_requests = parse_long("--max-requests", a, 1, 1L << 40); break;
-        case kKeepalive: o.keepalive_timeout_s = parse_seconds("--keepalive-timeout", a); break;
-        case kHeaderTimeout: o.header_timeout_s = parse_seconds("--header-timeout", a); break;
-        case kSendTimeout: o.send_timeout_s = parse_seconds("--send-timeout", a); break;
-        case kStats: o.stats = true; break;
-        case kFollow: o.follow_symlinks = true; break;
-        case kQuiet: o.quiet = true; break;
-        case kHelp:
-        case 'h': usage(stdout); std::exit(0);
-        default:
-            usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+    weft::srv::parse_command_line(kProg, argc, argv, own, &o, [&o](int c, const char *a) {
+        if (c != kWriters) return false;
+        o.writers = static_cast<int>(parse_long("--writers", a, 1, 1000));
+        return true;
+    }, usage);
     return o;
 }
 

@@ -11,25 +11,16 @@
 #include <thread>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "common/evconn.hpp"
 
 namespace watpipe {
 
 constexpr const char *kProg = "weft-watpipe";
 
-struct Options {
-    std::string listen = "127.0.0.1:8080";
-    std::string root = ".";
+// The flags every weft server has (common/cli.hpp), and WatPipe's own.
+struct Options : weft::srv::CommonOptions {
     int writers = 4;              // stage-4 threads
-    long max_conns = 10000;
-    long max_requests = 1000;     // per connection
-    double keepalive_timeout_s = 15;
-    double header_timeout_s = 10;
-    double send_timeout_s = 60;
-    long fd_cache = 4096;
-    bool stats = false;
-    bool follow_symlinks = false;
-    bool quiet = false;
 };
 
 // A connection as it travels the pipeline. Exactly one stage owns it at a

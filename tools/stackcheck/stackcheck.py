@@ -562,25 +562,31 @@ class Program:
 
 # ------------------------------------------------------------- bounds ----
 
-def load_bounds(path):
-    """'NAME BYTES' per line ('#' comments); NAME may be a glob. BYTES may be
-    'unbounded' to insist that a function has no trusted bound."""
+def annotation_lines(path, what):
+    """(line number, text) of a text annotation file's lines, without
+    '#' comments and blank lines. InputError naming `what` if unreadable."""
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
     except OSError as e:
-        raise InputError("cannot read bounds file %s: %s" % (path, e.strerror))
+        raise InputError("cannot read %s %s: %s" % (what, path, e.strerror))
     except UnicodeDecodeError:
         raise InputError("%s: not a text file" % path)
-    out = []
     for n, line in enumerate(lines, 1):
         s = line.split("#", 1)[0].strip()
-        if not s:
-            continue
+        if s:
+            yield n, s
+
+
+def load_bounds(path):
+    """'NAME BYTES' per line ('#' comments); NAME may be a glob. BYTES may be
+    'unbounded' to insist that a function has no trusted bound."""
+    out = []
+    for n, s in annotation_lines(path, "bounds file"):
         parts = s.split()
         if len(parts) != 2:
             raise InputError("%s:%d: expected 'NAME BYTES', found %r"
-                             % (path, n, line.strip()))
+                             % (path, n, s))
         name, val = parts
         if val == "unbounded":
             out.append((name, None))
@@ -763,24 +769,13 @@ def load_indirect_map(path):
     """'CALLER: T1 T2', 'CALLER = T1, T2' or 'CALLER T1 T2' per line; '#'
     comments. Names as for --entry (no spaces: use C++ short or mangled
     names)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError as e:
-        raise InputError("cannot read indirect-call map %s: %s"
-                         % (path, e.strerror))
-    except UnicodeDecodeError:
-        raise InputError("%s: not a text file" % path)
     out = []
-    for n, line in enumerate(lines, 1):
-        s = line.split("#", 1)[0].strip()
-        if not s:
-            continue
+    for n, s in annotation_lines(path, "indirect-call map"):
         m = _MAP_LINE.match(s)
         targets = [t for t in re.split(r"[\s,]+", m.group(2)) if t] if m else []
         if not targets:
             raise InputError("%s:%d: expected 'CALLER: TARGET...', found %r"
-                             % (path, n, line.strip()))
+                             % (path, n, s))
         out.append((m.group(1), targets, "%s:%d" % (path, n)))
     return out
 
