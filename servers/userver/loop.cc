@@ -19,6 +19,7 @@ namespace userver {
 
 using weft::srv::EvConn;
 using weft::srv::Next;
+using weft::srv::now_ns;
 
 namespace {
 
@@ -30,12 +31,6 @@ constexpr uint64_t kShedPause = 10 * kMs; // no accepts for this long after the 
 std::atomic<uint64_t> last_warned{0};
 
 } // namespace
-
-uint64_t now_ns() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * kSec + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 Loop::Loop(const LoopConfig &cfg) : cfg_(cfg), counters_(*cfg.site.counters) { cfg_.site.stopping = cfg_.stopping; }
 

@@ -116,6 +116,6 @@ private:
     int spare_ = -1;         // /dev/null, given up to accept one connection when the table is full
 };
 
-uint64_t now_ns();
+using weft::srv::now_ns; // CLOCK_MONOTONIC ns, the clock of EvConn's deadlines
 
 } // namespace userver
