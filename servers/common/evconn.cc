@@ -38,24 +38,6 @@ bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 // slices, after about 1.6 s).
 constexpr uint64_t kSndtimeoSlices = 8;
 
-bool is_stats_target(std::string_view t) { return t.substr(0, t.find('?')) == "/.weft/stats"; }
-
-void stats_reply(const EvSite &site, const http::Request &req, bool keep_alive, std::string *body,
-                 http::Reply *out) {
-    *body = stats_json(site);
-    out->clear();
-    out->status = 200;
-    out->keep_alive = keep_alive;
-    out->body = req.method == http::Method::Head ? BodyKind::None : BodyKind::Memory;
-    out->mem = body->data();
-    out->length = out->body == BodyKind::Memory ? body->size() : 0;
-    int n = snprintf(out->head, sizeof out->head,
-                     "HTTP/1.1 200 OK\r\nServer: %s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: %s\r\n\r\n",
-                     site.server_name, body->size(), keep_alive ? "keep-alive" : "close");
-    out->head_len = static_cast<uint32_t>(n);
-}
-
 } // namespace
 
 EvConn::EvConn(int fd, const EvSite &site, uint64_t now_ns)
@@ -144,8 +126,13 @@ Next EvConn::after_parse(const EvSite &site, uint64_t now_ns, ParseResult pr) {
         }
         const bool stopping = site.stopping && site.stopping->load(std::memory_order_relaxed);
         const bool allow_keep_alive = !stopping && served_ < site.max_requests;
-        if (site.stats && is_stats_target(req_.target))
-            stats_reply(site, req_, allow_keep_alive && req_.keep_alive, &stats_body_, &reply_);
+        if (site.stats && is_stats_target(req_.target)) {
+            http::FileCache::Counters cc{};
+            if (site.responder->cache()) cc = site.responder->cache()->counters();
+            stats_body_ = stats_json(site.server_name, site.mode, static_cast<double>(now_ns - site.started_ns) / 1e9,
+                                     *site.counters, cc);
+            stats_reply(site.server_name, req_, allow_keep_alive && req_.keep_alive, &stats_body_, &reply_);
+        }
         else
             site.responder->respond(req_, allow_keep_alive, &reply_);
         close_after_ = !reply_.keep_alive;
@@ -227,11 +214,7 @@ Next EvConn::reply_done(const EvSite &site, uint64_t now_ns) {
 }
 
 void EvConn::count_reply(const EvSite &site, bool sent) const {
-    EvCounters &c = *site.counters;
-    unsigned st = reply_.status;
-    auto &slot = st < 300 ? c.status_2xx : st < 400 ? c.status_3xx : st < 500 ? c.status_4xx : c.status_5xx;
-    slot.fetch_add(1, std::memory_order_relaxed);
-    if (sent) c.bytes_out.fetch_add(reply_.head_len + reply_.length, std::memory_order_relaxed);
+    weft::srv::count_reply(*site.counters, reply_.status, reply_.head_len + reply_.length, sent);
 }
 
 Next EvConn::expire(const EvSite &site) {
@@ -248,29 +231,6 @@ Next EvConn::expire(const EvSite &site) {
         count_reply(site, n == static_cast<ssize_t>(reply_.head_len + reply_.length));
     }
     return Next::Close;
-}
-
-std::string stats_json(const EvSite &site) {
-    const EvCounters &c = *site.counters;
-    auto r = [](const std::atomic<uint64_t> &a) { return static_cast<unsigned long long>(a.load()); };
-    http::FileCache::Counters cc{};
-    if (site.responder && site.responder->cache()) cc = site.responder->cache()->counters();
-    char buf[1536];
-    int n = snprintf(
-        buf, sizeof buf,
-        "{\"server\": \"%s\", \"mode\": \"%s\", \"uptime_s\": %.1f,\n"
-        " \"connections\": {\"open\": %ld, \"accepted\": %llu, \"rejected_busy\": %llu, \"accept_errors\": %llu},\n"
-        " \"requests\": %llu, \"bytes_out\": %llu, \"timeouts\": %llu,\n"
-        " \"status\": {\"2xx\": %llu, \"3xx\": %llu, \"4xx\": %llu, \"5xx\": %llu},\n"
-        " \"file_cache\": {\"entries\": %llu, \"hits\": %llu, \"misses\": %llu, \"revalidations\": %llu,"
-        " \"evictions\": %llu, \"content_bytes\": %llu}}\n",
-        site.server_name, site.mode, static_cast<double>(now_ns() - site.started_ns) / 1e9, c.open_conns.load(),
-        r(c.accepted), r(c.rejected_busy), r(c.accept_errors), r(c.requests), r(c.bytes_out), r(c.timeouts),
-        r(c.status_2xx), r(c.status_3xx), r(c.status_4xx), r(c.status_5xx),
-        static_cast<unsigned long long>(cc.entries), static_cast<unsigned long long>(cc.hits),
-        static_cast<unsigned long long>(cc.misses), static_cast<unsigned long long>(cc.revalidations),
-        static_cast<unsigned long long>(cc.evictions), static_cast<unsigned long long>(cc.content_bytes));
-    return std::string(buf, static_cast<size_t>(std::max(n, 0)));
 }
 
 uint64_t now_ns() {
@@ -311,7 +271,7 @@ BusyReply::BusyReply(const http::Responder &r) {
     len += body;
 }
 
-void BusyReply::refuse(int fd, EvCounters *c) const {
+void BusyReply::refuse(int fd, ServerCounters *c) const {
     ssize_t n = ::send(fd, bytes, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;
     close(fd);

@@ -37,16 +37,9 @@
 
 #include "http/parser.hpp"
 #include "http/response.hpp"
+#include "stats.hpp"
 
 namespace weft::srv {
-
-// Counters of a server; std::atomic so that several loops (threads, or
-// processes over a MAP_SHARED page) can add to one set.
-struct EvCounters {
-    std::atomic<uint64_t> accepted{0}, requests{0}, bytes_out{0}, rejected_busy{0}, accept_errors{0}, timeouts{0},
-        status_2xx{0}, status_3xx{0}, status_4xx{0}, status_5xx{0};
-    std::atomic<long> open_conns{0};
-};
 
 // What every connection of a loop shares (read-only while it runs, except
 // the counters and the stopping flag).
@@ -58,7 +51,7 @@ struct EvSite {
     uint64_t keepalive_timeout_ns = 15'000'000'000ull;
     uint64_t send_timeout_ns = 60'000'000'000ull;
     const std::atomic<bool> *stopping = nullptr; // replies close the connection once set
-    EvCounters *counters = nullptr;
+    ServerCounters *counters = nullptr;
     bool blocking = false;             // sockets are blocking (userver-b)
     // --stats: GET /.weft/stats answers the counters as JSON (the same
     // page as weft-knot's, without the runtime's part).
@@ -68,8 +61,6 @@ struct EvSite {
     uint64_t started_ns = 0;           // CLOCK_MONOTONIC, for "uptime_s"
 };
 
-// The stats page's JSON (see EvSite::stats).
-std::string stats_json(const EvSite &site);
 // CLOCK_MONOTONIC in nanoseconds: the clock of every deadline.
 uint64_t now_ns();
 
@@ -153,7 +144,7 @@ struct BusyReply {
     char bytes[1024];
     size_t len = 0;
     explicit BusyReply(const http::Responder &r);
-    void refuse(int fd, EvCounters *c) const; // send, close, count
+    void refuse(int fd, ServerCounters *c) const; // send, close, count
 };
 
 // An accepted socket as EvConn wants it: TCP_NODELAY; O_NONBLOCK, or for

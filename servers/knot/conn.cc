@@ -97,63 +97,27 @@ bool send_reply(Server &s, int fd, const Reply &r) {
     return n == static_cast<ssize_t>(r.length);
 }
 
-void count_status(Counters &c, unsigned status) {
-    auto &slot = status < 300 ? c.status_2xx : status < 400 ? c.status_3xx : status < 500 ? c.status_4xx : c.status_5xx;
-    slot.fetch_add(1, std::memory_order_relaxed);
-}
-
-// /.weft/stats (with --stats): the server's and the runtime's counters.
-std::string stats_json(Server &s) {
+// /.weft/stats (with --stats): the counters every weft server shows, plus
+// the number of vprocs and the runtime's counters.
+void stats_reply(Server &s, const Request &req, bool keep_alive, std::string *body, Reply *out) {
     weft_stats_t w;
     weft_stats_get(-1, &w);
-    auto cc = s.cache->counters();
-    const Counters &c = s.counters;
-    auto r = [](const std::atomic<uint64_t> &a) { return static_cast<unsigned long long>(a.load()); };
-    char buf[2048];
-    int n = snprintf(
-        buf, sizeof buf,
-        "{\"server\": \"weft-knot\", \"mode\": \"%s\", \"vprocs\": %d, \"uptime_s\": %.1f,\n"
-        " \"connections\": {\"open\": %ld, \"accepted\": %llu, \"rejected_busy\": %llu, \"accept_errors\": %llu},\n"
-        " \"requests\": %llu, \"bytes_out\": %llu, \"timeouts\": %llu,\n"
-        " \"status\": {\"2xx\": %llu, \"3xx\": %llu, \"4xx\": %llu, \"5xx\": %llu},\n"
-        " \"file_cache\": {\"entries\": %llu, \"hits\": %llu, \"misses\": %llu, \"revalidations\": %llu,"
-        " \"evictions\": %llu, \"content_bytes\": %llu},\n"
-        " \"runtime\": {\"io_backend\": \"%s\", \"switches\": %llu, \"threads_live\": %llu, \"threads_created\": %llu,"
-        " \"io_syscalls\": %llu, \"io_parks\": %llu, \"io_waits\": %llu, \"io_completions\": %llu,"
-        " \"sendfile_bytes\": %llu, \"offloaded\": %llu, \"stacks_mapped\": %llu}}\n",
-        mode_name(s.opt.mode), weft_vproc_count(), static_cast<double>(weft_now_ns() - s.started_ns) / 1e9,
-        c.open_conns.load(), r(c.accepted), r(c.rejected_busy), r(c.accept_errors), r(c.requests), r(c.bytes_out),
-        r(c.timeouts), r(c.status_2xx), r(c.status_3xx), r(c.status_4xx), r(c.status_5xx),
-        static_cast<unsigned long long>(cc.entries), static_cast<unsigned long long>(cc.hits),
-        static_cast<unsigned long long>(cc.misses), static_cast<unsigned long long>(cc.revalidations),
-        static_cast<unsigned long long>(cc.evictions), static_cast<unsigned long long>(cc.content_bytes),
-        weft_io_backend(), static_cast<unsigned long long>(w.switches),
-        static_cast<unsigned long long>(w.threads_live), static_cast<unsigned long long>(w.threads_created),
-        static_cast<unsigned long long>(w.io_syscalls), static_cast<unsigned long long>(w.io_parks),
-        static_cast<unsigned long long>(w.io_waits), static_cast<unsigned long long>(w.io_completions),
-        static_cast<unsigned long long>(w.sendfile_bytes), static_cast<unsigned long long>(w.offloaded),
-        static_cast<unsigned long long>(w.stacks_mapped));
-    return std::string(buf, static_cast<size_t>(std::max(n, 0)));
-}
-
-void stats_reply(Server &s, const Request &req, bool keep_alive, std::string *body, Reply *out) {
-    *body = stats_json(s);
-    out->clear();
-    out->status = 200;
-    out->keep_alive = keep_alive;
-    out->body = req.method == weft::http::Method::Head ? BodyKind::None : BodyKind::Memory;
-    out->mem = body->data();
-    out->length = out->body == BodyKind::Memory ? body->size() : 0;
-    int n = snprintf(out->head, sizeof out->head,
-                     "HTTP/1.1 200 OK\r\nServer: weft-knot\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: %s\r\n\r\n",
-                     body->size(), keep_alive ? "keep-alive" : "close");
-    out->head_len = static_cast<uint32_t>(n);
-}
-
-bool is_stats_target(std::string_view t) {
-    size_t q = t.find('?');
-    return t.substr(0, q) == "/.weft/stats";
+    auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+    char runtime[768];
+    int n = snprintf(runtime, sizeof runtime,
+                     ", \"vprocs\": %d,\n"
+                     " \"runtime\": {\"io_backend\": \"%s\", \"switches\": %llu, \"threads_live\": %llu,"
+                     " \"threads_created\": %llu, \"io_syscalls\": %llu, \"io_parks\": %llu, \"io_waits\": %llu,"
+                     " \"io_completions\": %llu, \"sendfile_bytes\": %llu, \"offloaded\": %llu,"
+                     " \"stacks_mapped\": %llu}",
+                     weft_vproc_count(), weft_io_backend(), u(w.switches), u(w.threads_live), u(w.threads_created),
+                     u(w.io_syscalls), u(w.io_parks), u(w.io_waits), u(w.io_completions), u(w.sendfile_bytes),
+                     u(w.offloaded), u(w.stacks_mapped));
+    *body = weft::srv::stats_json("weft-knot", mode_name(s.opt.mode),
+                                  static_cast<double>(weft_now_ns() - s.started_ns) / 1e9, s.counters,
+                                  s.cache->counters(),
+                                  std::string_view(runtime, static_cast<size_t>(std::clamp(n, 0, 767))));
+    weft::srv::stats_reply("weft-knot", req, keep_alive, body, out);
 }
 
 // Read and drop a request body of `len` bytes, `have` of which are in the
@@ -239,21 +203,19 @@ void serve_connection(Server &s, int fd, const struct sockaddr_storage &peer) {
             // Malformed or refused: answer and close; what follows cannot be trusted.
             s.responder->error(pr.status, &reply);
             bool ok = send_reply(s, fd, reply);
-            count_status(s.counters, reply.status);
-            if (ok) s.counters.bytes_out.fetch_add(reply.head_len + reply.length, std::memory_order_relaxed);
+            weft::srv::count_reply(s.counters, reply.status, reply.head_len + reply.length, ok);
             if (s.log) s.log->add(peer, {}, {}, 1, reply.status, reply.length, {}, {});
             break;
         }
         if (req.has_body && !skip_body(fd, in, req.head_len, &have, req.body_len)) break;
 
         const bool allow_keep_alive = !s.stopping.load(std::memory_order_relaxed) && served < s.opt.max_requests;
-        if (s.opt.stats && is_stats_target(req.target))
+        if (s.opt.stats && weft::srv::is_stats_target(req.target))
             stats_reply(s, req, allow_keep_alive && req.keep_alive, &stats_body, &reply);
         else
             s.responder->respond(req, allow_keep_alive, &reply);
         bool ok = send_reply(s, fd, reply);
-        count_status(s.counters, reply.status);
-        if (ok) s.counters.bytes_out.fetch_add(reply.head_len + reply.length, std::memory_order_relaxed);
+        weft::srv::count_reply(s.counters, reply.status, reply.head_len + reply.length, ok);
         if (s.log)
             s.log->add(peer, req.method_text, req.target, req.version_minor, reply.status, reply.length, req.referer,
                        req.user_agent);

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/cli.hpp"
+#include "common/stats.hpp"
 #include "http/cache.hpp"
 #include "http/parser.hpp"
 #include "http/response.hpp"
@@ -46,13 +47,6 @@ struct Options : weft::srv::CommonOptions {
 
 const char *mode_name(Mode m);
 
-// Server-wide counters (relaxed atomics; read by the stats page).
-struct Counters {
-    std::atomic<uint64_t> accepted{0}, requests{0}, bytes_out{0}, rejected_busy{0}, accept_errors{0},
-        timeouts{0}, status_2xx{0}, status_3xx{0}, status_4xx{0}, status_5xx{0};
-    std::atomic<long> open_conns{0};
-};
-
 class AccessLog;
 
 // Everything a connection thread needs; one per server, shared.
@@ -65,7 +59,7 @@ struct Server {
     weft::http::Responder *responder = nullptr;
     weft::http::Limits limits;
     AccessLog *log = nullptr;
-    Counters counters;
+    weft::srv::ServerCounters counters; // read by the stats page
     std::atomic<bool> stopping{false};
     uint64_t started_ns = 0;
 };

@@ -172,7 +172,7 @@ struct alignas(64) LoopSlot {
     std::atomic<long> open{0};
 };
 struct alignas(64) SharedPage {
-    weft::srv::EvCounters counters;
+    weft::srv::ServerCounters counters;
     // Setup::loops LoopSlots follow.
     static size_t size(int loops) { return sizeof(SharedPage) + sizeof(LoopSlot) * static_cast<size_t>(loops); }
 };
@@ -190,7 +190,7 @@ struct Setup {
 
     int listener(int i) const { return listeners[static_cast<size_t>(i) % listeners.size()]; }
     bool listener_shared() const { return loops > 1 && listeners.size() == 1; }
-    weft::srv::EvCounters &counters() const { return page->counters; }
+    weft::srv::ServerCounters &counters() const { return page->counters; }
 };
 
 ssize_t plain_pread(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }

@@ -100,7 +100,7 @@ private:
     int timeout_ms() const;
 
     LoopConfig cfg_;
-    weft::srv::EvCounters &counters_;
+    weft::srv::ServerCounters &counters_;
     std::unique_ptr<Poller> poller_;
     std::vector<Slot> slots_; // by descriptor
     weft::srv::DeadlineList lists_[3] = {weft::srv::DeadlineList(weft::srv::EvConn::kHeader),

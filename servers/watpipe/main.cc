@@ -51,7 +51,7 @@
 // The mutexes of the hand-offs order everything one stage did to it before
 // the next stage looks, so EvConn has no lock of its own. Whoever finds it
 // finished closes it (close_conn), exactly once. Stage 1 counts a
-// connection into EvCounters::open_conns and close_conn counts it out; the
+// connection into ServerCounters::open_conns and close_conn counts it out; the
 // shared counters are atomics.
 //
 // Deadlines: stage 2 keeps its connections in two DeadlineLists (a head

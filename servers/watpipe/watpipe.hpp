@@ -89,7 +89,7 @@ private:
 // The whole server, shared by the stages.
 struct Server {
     Options opt;
-    weft::srv::EvCounters counters;
+    weft::srv::ServerCounters counters;
     weft::srv::EvSite site;
     const weft::srv::BusyReply *busy = nullptr;
     std::atomic<bool> stopping{false}; // a signal came: wind down (EvSite::stopping points here)
