@@ -4,14 +4,15 @@
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
 #                     QUICK=1 for the ~4-minute version; `make bench` is the same
 #   make bench-knot   weft-knot against nginx with wrk, and with 10,000 idle connections (results/knot*)
-#   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*)
+#   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*),
+#                     then linked vs fixed stacks: bigstack, idle memory, hot split (results/stacks_runtime.json)
 #   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib pkg-config liburing-dev curl httperf \
-              libst-dev libboost-context-dev libboost-fiber-dev
+              libst-dev libboost-context-dev libboost-fiber-dev gcc-12-plugin-dev gdb
 # Debian's python3 (which has python3-matplotlib), even where another is first on PATH.
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
@@ -62,8 +63,19 @@ bench-micro: build
 # Capriccio Fig. 7 for weft-knot: call sites needing a linked-stack
 # checkpoint against MaxPath (tools/stackcheck over a -fcallgraph-info build
 # in $(BUILD)-callgraph; results/stacks_fig7.*).
-bench-stacks: deps
+# Then linked against fixed stacks (bench/stacks/weft_stacks.cc): bigstack at
+# 800/10,000/100,000 threads (fixed skipped above 4 GiB of resident stacks),
+# idle RSS per thread at 10^6, and the hot split; one JSON object per line.
+bench-stacks: build
 	$(PYTHON) bench/stacks/fig7.py --build-dir $(BUILD)-callgraph --out-dir results
+	@mkdir -p results; out=results/stacks_runtime.json; : > $$out; \
+	for s in fixed linked; do \
+	  for n in 800 10000 100000; do \
+	    $(BUILD)/bench/weft-stacks --bench bigstack --stacks $$s --threads $$n --json >> $$out || [ $$? = 77 ] || exit 1; \
+	  done; \
+	  $(BUILD)/bench/weft-stacks --bench idle --stacks $$s --threads 1000000 --json >> $$out || exit 1; \
+	  taskset -c 1 $(BUILD)/bench/weft-stacks --bench hotsplit --stacks $$s --json >> $$out || exit 1; \
+	done; cat $$out; echo "wrote $$out"
 
 bench: bench-micro
 

@@ -75,6 +75,12 @@ typedef struct weft_config {
                             reads when io_uring is not in use). */
     const char *sendfile; /* WEFT_SENDFILE: "nonblocking" (default), "blocking" or
                             "splice": how weft_sendfile moves data (see below). */
+    const char *stacks;  /* WEFT_STACKS: "fixed" (default) or "linked": the stacks threads
+                            get unless their attribute says otherwise. Linked stacks
+                            (docs/stacks.md) need code built with -fsplit-stack;
+                            unavailable in sanitizer builds (then EINVAL). */
+    size_t min_chunk;    /* WEFT_MIN_CHUNK (bytes, 1K..64K); default 4 KiB: the smallest
+                            chunk a linked stack grows by (Capriccio's MinChunk). */
 } weft_config;
 
 /* Fill *cfg with "unset" values (zeros / NULL). */
@@ -109,11 +115,18 @@ typedef struct weft_thread {
     uint64_t _id; /* unique, never reused within a process */
 } weft_thread_t;
 
+/* weft_thread_attr.stacks */
+enum { WEFT_STACKS_DEFAULT = 0, WEFT_STACKS_FIXED = 1, WEFT_STACKS_LINKED = 2 };
+
 typedef struct weft_thread_attr {
-    size_t stack_size; /* 0 = the runtime's default (weft_config.stack_size) */
+    size_t stack_size; /* 0 = the runtime's default (weft_config.stack_size). With a
+                          linked stack: the bytes of frames its first chunk holds (weft
+                          adds its own overhead) — give a thread whose entry has a
+                          static bound (stackcheck) exactly that bound; 0: a 2 KiB chunk. */
     const char *name;  /* copied (up to 31 bytes); NULL = "thread-<id>" */
     int detached;      /* non-zero: the thread cannot be joined; freed at exit */
     int home_vproc;    /* -1 = the creator's vproc; else 0 .. vprocs-1 */
+    int stacks;        /* WEFT_STACKS_DEFAULT (weft_config.stacks), _FIXED or _LINKED */
 } weft_thread_attr_t;
 
 void weft_thread_attr_init(weft_thread_attr_t *attr);
@@ -379,6 +392,10 @@ typedef struct weft_stats {
     uint64_t io_completions;   /* readiness events and completions reaped */
     uint64_t sendfile_bytes;   /* bytes sent by weft_sendfile* */
     uint64_t offloaded;        /* calls run on the offload pool */
+    uint64_t stack_links;      /* linked stacks: chunks linked by a checkpoint (__morestack) */
+    uint64_t stack_spare_hits; /* ... of which reused the thread's spare chunk (no allocation) */
+    uint64_t stack_chunks;     /* chunks carved or mapped from fresh memory */
+    uint64_t stack_chunks_given_back; /* chunks whose memory went back above the high-water mark */
 } weft_stats_t;
 
 /* vproc >= 0: that vproc's counters; -1: the sum over all vprocs. EINVAL for

@@ -27,7 +27,7 @@ static std::vector<int> usable_cpus() {
 Runtime::Runtime(const RuntimeConfig &c) : cfg(c), smp(c.vprocs > 1) {
     if (cfg.pin) cpus = usable_cpus();
     for (int i = 0; i < cfg.vprocs; ++i) {
-        vprocs.push_back(std::make_unique<Vproc>(this, i, smp, regions));
+        vprocs.push_back(std::make_unique<Vproc>(this, i, smp, regions, chunk_slabs));
         // Made here, not on the vprocs' threads: wake() must work from the
         // first moment any other thread may call it.
         vprocs.back()->reactor = make_reactor(vprocs.back().get(), cfg.io);
@@ -151,6 +151,25 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
         else if (!std::strcmp(sf, "splice")) out->sendfile_mode = WEFT_SENDFILE_SPLICE;
         else return config_error("sendfile strategy '%s': expected nonblocking, blocking or splice", sf);
     }
+
+    const char *stacks = c.stacks;
+    if (!stacks) stacks = std::getenv("WEFT_STACKS");
+    if (stacks && *stacks) {
+        if (!std::strcmp(stacks, "fixed")) out->linked = false;
+        else if (!std::strcmp(stacks, "linked")) out->linked = true;
+        else return config_error("stacks '%s': expected fixed or linked", stacks);
+    }
+    if (out->linked && !linked_stacks_built())
+        return config_error("stacks %s: this build of weft has no linked stacks (built without -fsplit-stack, "
+                            "e.g. with sanitizers)", "linked");
+    out->min_chunk = c.min_chunk;
+    if (!out->min_chunk) {
+        out->min_chunk = kDefaultMinChunk;
+        if (const char *e = std::getenv("WEFT_MIN_CHUNK"); e && *e && !parse_size(e, &out->min_chunk))
+            return config_error("WEFT_MIN_CHUNK=%s: expected bytes, e.g. 4096 or 4K", e);
+    }
+    if (out->min_chunk < 1024 || out->min_chunk > kLargeChunk)
+        return config_error("min_chunk %s: expected 1K .. 64K", "out of range");
 
     const char *policy = c.policy;
     if (!policy) policy = std::getenv("WEFT_POLICY");

@@ -23,6 +23,8 @@ struct RuntimeConfig {
     IoBackend io = IoBackend::Uring;
     int workers = kDefaultWorkers;
     int sendfile_mode = 1;             // WEFT_SENDFILE_NONBLOCKING
+    bool linked = false;               // WEFT_STACKS=linked: threads get linked stacks by default
+    size_t min_chunk = kDefaultMinChunk; // WEFT_MIN_CHUNK
 
     // Offload workers: enough that a few slow disk reads or a blocking
     // sendfile do not hold up the others, few enough to cost nothing idle
@@ -38,6 +40,7 @@ struct Runtime {
     const RuntimeConfig cfg;
     const bool smp;                    // cfg.vprocs > 1
     StackRegions regions;              // address space for every vproc's stacks
+    ChunkSlabs chunk_slabs;            // ... and for their linked-stack chunks
     FdTable fds;                       // per-descriptor I/O state, for every vproc
     std::vector<std::unique_ptr<Vproc>> vprocs;
     std::unique_ptr<OffloadPool> offload; // stopped before the vprocs go (workers wake threads)

@@ -18,6 +18,7 @@
 #include "arch/context.hpp"
 #include "core/spin.hpp"
 #include "core/timer.hpp"
+#include "stack/linked.hpp"
 #include "stack/provider.hpp"
 
 namespace weft::detail {
@@ -71,7 +72,8 @@ struct Tcb {
     void *retval;                // result, valid once exited
     void *(*fn)(void *);         // entry function and argument (set by create_thread)
     void *arg;
-    Stack stack;                 // the stack this TCB sits on top of
+    Stack stack;                 // the stack this TCB sits on top of (linked: its first chunk's usable part)
+    StackChunk *chunk;           // linked stacks: the current chunk; null: a fixed stack (set by create_thread)
     TsdSlot *tsd = nullptr;      // thread-specific values, grown on demand
     uint32_t tsd_len = 0;
     uint64_t io_timeout = 0;     // I/O limit per blocking call, ns (0: none)

@@ -94,7 +94,12 @@ void set_name(Tcb *t, const char *name) {
 
 } // namespace
 
-void release_thread_slow(Tcb *, Stack s) {
+void release_thread_slow(Tcb *t, Stack s) {
+    if (t->chunk) { // linked: the chain down to the first chunk, which t lives in
+        StackChunk *c = t->chunk;
+        tls_vproc->chunks.release_chain(c);
+        return;
+    }
     StackPool &here = tls_vproc->stacks;
     if (s.owner == &here) here.release(s);
     else s.owner->release_remote(s);
@@ -105,10 +110,14 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     Runtime *rt = vp->rt;
     size_t size = rt->cfg.stack_size; // already rounded (resolve_config)
     Vproc *target = vp;
+    bool linked = rt->cfg.linked;
     if (attr) {
+        if (attr->stacks < WEFT_STACKS_DEFAULT || attr->stacks > WEFT_STACKS_LINKED) return EINVAL;
+        if (attr->stacks != WEFT_STACKS_DEFAULT) linked = attr->stacks == WEFT_STACKS_LINKED;
+        if (linked && !linked_stacks_built()) return EINVAL;
         if (attr->stack_size) {
             if (attr->stack_size > kMaxStackSize) return EINVAL;
-            size = round_stack_size(attr->stack_size);
+            size = linked ? attr->stack_size : round_stack_size(attr->stack_size);
         }
         int home = attr->home_vproc;
         if (home < -1 || home >= static_cast<int>(rt->vprocs.size())) return EINVAL;
@@ -116,8 +125,23 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     }
 
     Stack st;
-    if (!vp->stacks.alloc(size, &st)) return EAGAIN;
-    sanitizer_fresh_stack(st.lo, st.size);
+    StackChunk *chunk = nullptr;
+    if (linked) {
+        // The first chunk: header and slack below, the frames, the TCB and
+        // the start frame on top (stack/linked.hpp).
+        size_t bytes = attr && attr->stack_size ? kChunkHeader + vp->chunks.slack() + size + sizeof(Tcb) + 64
+                                                : kDefaultFirstChunk;
+        chunk = vp->chunks.alloc(bytes);
+        if (!chunk) return EAGAIN;
+        st.lo = chunk->base();
+        st.size = static_cast<size_t>(chunk->hi() - chunk->base());
+        st.guarded = false;
+        st.slot_below = false;
+        st.owner = nullptr;
+    } else {
+        if (!vp->stacks.alloc(size, &st)) return EAGAIN;
+        sanitizer_fresh_stack(st.lo, st.size);
+    }
     // The TCB takes the top of the stack; the thread's frames grow down from
     // just below it.
     Tcb *t = new (tcb_at_top(st.hi())) Tcb;
@@ -128,6 +152,7 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     t->fn = fn;
     t->arg = arg;
     t->stack = st;
+    t->chunk = chunk;
     set_name(t, attr ? attr->name : nullptr);
     context_init(&t->ctx, t, thread_start, t);
 
@@ -155,6 +180,7 @@ void weft_thread_attr_init(weft_thread_attr_t *attr) {
     attr->name = nullptr;
     attr->detached = 0;
     attr->home_vproc = -1;
+    attr->stacks = WEFT_STACKS_DEFAULT;
 }
 
 int weft_thread_create(weft_thread_t *t, const weft_thread_attr_t *attr, void *(*fn)(void *), void *arg) {

@@ -26,9 +26,9 @@ uint64_t now_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions)
+Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSlabs &slabs)
     : rt(rt_), index(index_), smp(smp_), pol(rt_->cfg.policy), pol_state(pol->create(this)),
-      fifo(pol == &kFifoPolicy), stacks(regions) {
+      fifo(pol == &kFifoPolicy), stacks(regions), chunks(slabs, linked_stack_slack()) {
     loop.vp = this;
     loop.state = ThreadState::Running;
     loop.stack.guarded = true; // the kernel thread's own stack: no canary to check

@@ -110,7 +110,7 @@ private:
 };
 
 struct Vproc {
-    Vproc(Runtime *rt, int index, bool smp, StackRegions &regions);
+    Vproc(Runtime *rt, int index, bool smp, StackRegions &regions, ChunkSlabs &slabs);
     ~Vproc();
 
     Runtime *const rt;
@@ -129,6 +129,7 @@ struct Vproc {
     Tcb *dead = nullptr;          // exited thread to reap after the next switch
     uint32_t poll_countdown = kPollInterval;
     StackPool stacks;
+    ChunkPool chunks;             // linked stacks' chunks (stack/linked.hpp)
     uint64_t id_next = 0, id_end = 0; // block of thread ids this vproc hands out
     Tcb loop{};                   // the scheduler's context (kernel thread stack)
     VprocCounters stats;
@@ -186,6 +187,18 @@ struct Vproc {
     void notify();
 
     inline void check_stack(Tcb *t);
+    // A linked-stack chunk of t has been overwritten below its guard.
+    [[noreturn]] void report_overflow(Tcb *t) { stack_overflow(t); }
+    // Linked stacks at a switch: the guard word follows the running thread;
+    // a thread going to sleep gives back the spare chunk it keeps against
+    // the hot split (an idle thread holds its first chunk only).
+    void switch_linked(Tcb *cur, Tcb *next) {
+        if (cur->chunk && cur->state == ThreadState::Parked && cur->chunk->spare) {
+            chunks.release(cur->chunk->spare);
+            cur->chunk->spare = nullptr;
+        }
+        set_stack_guard(next->chunk ? next->chunk->guard : nullptr);
+    }
     // Once per thread, at its end: a frame larger than the red page may have
     // skipped it and landed on the TCB of the stack below, without a fault.
     // That TCB's magic is kTcbMagic (live) or 0 (freed, or never used) —
@@ -229,6 +242,11 @@ extern constinit thread_local Vproc *tls_vproc __attribute__((tls_model("initial
 // (and the fault handler compares the stack pointer).
 inline void Vproc::check_stack(Tcb *t) {
     if (__builtin_expect(t->stack.guarded, 1)) return;
+    if (t->chunk) { // linked: the current chunk's canary, and the stack pointer above its header
+        if (!t->chunk->intact() || static_cast<char *>(__builtin_frame_address(0)) < t->chunk->base())
+            stack_overflow(t);
+        return;
+    }
     if (*t->stack.canary() != 0 || static_cast<char *>(__builtin_frame_address(0)) < t->stack.lo)
         stack_overflow(t);
 }
@@ -249,6 +267,10 @@ inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
     if (__builtin_expect((eh_globals[0] | eh_globals[1]) != 0 || next->eh_saved, 0)) switch_eh(cur, next);
     current = next;
     next->state = ThreadState::Running;
+    // Linked stacks: the split-stack guard word follows the running thread
+    // (its current chunk's; 0 — checks never fire — for everyone else).
+    if (__builtin_expect((reinterpret_cast<uintptr_t>(cur->chunk) | reinterpret_cast<uintptr_t>(next->chunk)) != 0, 0))
+        switch_linked(cur, next);
     FiberSwitch fiber;
     fiber.start(next->stack.lo, next->stack.size, cur->state == ThreadState::Dead);
     static_assert(offsetof(Tcb, ctx) == 0, "the switch hands back &ctx as the Tcb");

@@ -32,6 +32,11 @@ void add(weft_stats_t *out, const Vproc &vp) {
     out->stacks_reused += s.reused;
     out->stacks_released += s.released;
     out->stacks_guarded += s.guarded;
+    const ChunkCounters &k = vp.chunks.counters;
+    out->stack_links += k.links;
+    out->stack_spare_hits += k.spare_hits;
+    out->stack_chunks += k.carved;
+    out->stack_chunks_given_back += k.given_back;
 }
 
 } // namespace

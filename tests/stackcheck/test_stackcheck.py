@@ -583,6 +583,67 @@ class StackcheckTest(Base):
                                          ("p2", "y", "maxpath"),
                                          ("p3", "y", "maxpath")})
 
+    # ---- checkpoint functions (for the weft_checkpoints gcc plugin) -------
+
+    def checkpoint_functions(self, inputs, *args):
+        """Runs --checkpoint-functions; returns (comment lines, names)."""
+        out = os.path.join(self.tmp, "checkpoint-functions.txt")
+        self.run_tool(*(list(inputs) + list(args)
+                        + ["--checkpoint-functions", out, "-q"]))
+        with open(out) as fh:
+            lines = fh.read().splitlines()
+        head = [l for l in lines if l.startswith("#")]
+        names = [l for l in lines if l and not l.startswith("#")]
+        self.assertEqual(lines, head + names, "comments first, then names")
+        self.assertEqual(names, sorted(set(names)), "sorted, no duplicates")
+        return head, names
+
+    def test_checkpoint_functions(self):
+        cis, dumps = self.compile("checkpoints.c", dump=True)
+        F = frames(cis)
+        leaf_id = [k for k in F if k.endswith("checkpoints.c:leaf")][0]
+        big, leaf, mid, rec = F["big"], F[leaf_id], F["mid"], F["rec"]
+        ext, apply, m = F["ext"], F["apply"], F["main"]
+        strlen = 256                # libc.bounds
+        self.needs(big + leaf > 512, "big+leaf > 512")
+        self.needs(m + max(mid, rec, ext + strlen, apply) <= 512,
+                   "main + each of its checkpoint-free paths <= 512")
+        self.needs(apply + F["twice"] <= 512, "apply+twice <= 512")
+
+        # mid -> big and big -> leaf (maxpath), rec -> rec (back-edge) and
+        # main -> vla (dynamic) put the check in their callee; ext ->
+        # mystery (external) and apply's unknown callee (indirect) in the
+        # caller. main (the entry) and mid, only callers of checkpoints to
+        # defined functions, keep none; nor does twice (no known caller) or
+        # ext for its bounded strlen.
+        head, names = self.checkpoint_functions(cis, "--max-path", "512")
+        self.assertEqual(names, ["apply", "big", "ext", "leaf", "rec", "vla"])
+        self.assertEqual(len(head), 3)
+        self.assertIn("--checkpoint-functions", head[0])
+        self.assertIn("MaxPath 512 bytes; 6 checkpoints; 6 of 9 functions: "
+                      "4 callees of checkpoints, 2 callers of external or "
+                      "unknown functions", head[2])
+
+        # a large MaxPath drops the maxpath ones only
+        head, names = self.checkpoint_functions(cis, "--max-path", "16384")
+        self.assertEqual(names, ["apply", "ext", "rec", "vla"])
+        self.assertIn("MaxPath 16384 bytes; 4 checkpoints", head[2])
+
+        # with the dumps apply's call resolves to twice: no checkpoint left
+        _, names = self.checkpoint_functions(cis + dumps, "--max-path", "512")
+        self.assertEqual(names, ["big", "ext", "leaf", "rec", "vla"])
+
+        # the static leaf is listed by its symbol, not by its id
+        rep = self.analyse(cis, "--max-path", "512")
+        self.assertIn(("big", [leaf_id]), [(c["caller_id"], c["callee_ids"])
+                                          for c in rep["checkpoints"]])
+
+        # an unwritable file is bad input
+        r = self.run_tool(*cis, "--checkpoint-functions",
+                          os.path.join(self.tmp, "no", "such", "dir.txt"),
+                          expect=1)
+        self.assertIn("cannot write", r.stderr)
+
     # ---- errors ------------------------------------------------------------
 
     def write(self, name, text):

@@ -109,6 +109,23 @@ The .ci files say only that a call is indirect. In order of precedence:
     large shared chunk; the functions it may reach have no callers and are
     analysed as roots of their own.
 
+Checkpoint functions (--checkpoint-functions)
+---------------------------------------------
+With gcc's -fsplit-stack the check is a function prologue, not code at a
+call site, so a checkpoint on n -> s is placed in a function: in s when s is
+defined in the analysed code (its prologue then checks at every call of s,
+which is more than needed and never less), in n when the callee is external
+or unknown (gold rewrites the prologue of a split-stack function that calls
+code built without -fsplit-stack to ask for a large chunk, so n must have a
+prologue to rewrite). A site with several targets (a resolved indirect call)
+applies this to each. Thread entries are not listed for their implicit
+checkpoint: the runtime sizes the first chunk. The file lists the assembler
+names, one per line, for the weft_checkpoints gcc plugin
+(tools/stackcheck/plugin), which marks every other function no_split_stack
+(except variadic ones: gcc needs their prologue for va_start).
+Two C statics of the same name in different units are one name there: if
+one needs a prologue, both get one.
+
 Exit status: 0 done, 1 bad input (missing, unreadable or malformed file,
 unknown name), 2 usage, 3 internal error.
 """
@@ -1075,6 +1092,50 @@ def sweep(an, prog, values):
     return rows
 
 
+def asm_name(f):
+    """The symbol of a function: its title without the unit qualifier (an
+    assembler name has no ':') or an asm label's '*'."""
+    return f.title.rsplit(":", 1)[-1].lstrip("*")
+
+
+def checkpoint_functions(prog, cps):
+    """The functions that need a split-stack prologue for the checkpoints
+    cps (see the module comment): id -> set of reasons, 'callee' (a defined
+    callee of a checkpoint) and/or 'caller' (calls an external or unknown
+    function at a checkpoint)."""
+    out = {}
+    for fid, i, _ in cps:
+        s = prog.funcs[fid].sites[i]
+        if not s.targets:
+            out.setdefault(fid, set()).add("caller")
+        for t in s.targets:
+            if prog.funcs[t].defined:
+                out.setdefault(t, set()).add("callee")
+            else:
+                out.setdefault(fid, set()).add("caller")
+    return out
+
+
+def write_checkpoint_functions(path, prog, cps, max_path):
+    need = checkpoint_functions(prog, cps)
+    names = sorted({asm_name(prog.funcs[fid]) for fid in need})
+    defined = sum(1 for f in prog.funcs.values() if f.defined)
+    callee = sum(1 for r in need.values() if "callee" in r)
+    caller = sum(1 for r in need.values() if "caller" in r)
+    head = ["# stackcheck --checkpoint-functions: functions that keep their "
+            "-fsplit-stack prologue",
+            "# (gcc plugin weft_checkpoints: -fplugin-arg-weft_checkpoints-"
+            "list=FILE)",
+            "# MaxPath %d bytes; %d checkpoints; %d of %d functions: %d callees "
+            "of checkpoints, %d callers of external or unknown functions"
+            % (max_path, len(cps), len(need), defined, callee, caller)]
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(head + names) + "\n")
+    except OSError as e:
+        raise InputError("cannot write %s: %s" % (path, e.strerror))
+
+
 def build_report(prog, an, args, disp):
     cps, bound, cp_rows, counts = run_analysis(prog, an, args.max_path,
                                                args.min_chunk, disp)
@@ -1292,7 +1353,9 @@ def make_parser():
 
 output:
   A report on stdout; --json FILE for the data (checkpoints, per-function
-  bounds, per-entry static bounds, counts, sweep).
+  bounds, per-entry static bounds, counts, sweep); --checkpoint-functions
+  FILE for the weft_checkpoints gcc plugin (the functions that keep their
+  -fsplit-stack prologue).
 
 exit status: 0 done, 1 bad input, 2 usage, 3 internal error.""")
     p.add_argument("inputs", nargs="+", metavar="INPUT",
@@ -1335,6 +1398,12 @@ exit status: 0 done, 1 bad input, 2 usage, 3 internal error.""")
                         "e.g. 512,1024,2048,4096,8192,16384 (Capriccio Fig. 7)")
     p.add_argument("--json", metavar="FILE",
                    help="write the results as JSON ('-': stdout, no report)")
+    p.add_argument("--checkpoint-functions", metavar="FILE",
+                   help="write the assembler names of the functions that need "
+                        "a split-stack prologue check (the callees of "
+                        "checkpoints, and the callers of external or unknown "
+                        "functions at checkpoints), for the weft_checkpoints "
+                        "gcc plugin")
     p.add_argument("--list", type=nonneg, default=40, metavar="N",
                    help="rows per table in the report (0: all; default 40)")
     p.add_argument("-q", "--quiet", action="store_true",
@@ -1456,6 +1525,10 @@ def main(argv=None):
                     fh.write(text)
             except OSError as e:
                 raise InputError("cannot write %s: %s" % (args.json, e.strerror))
+    if args.checkpoint_functions:
+        cps, _ = an.place(args.max_path)
+        write_checkpoint_functions(args.checkpoint_functions, prog, cps,
+                                   args.max_path)
     if not args.quiet and args.json != "-":
         print_report(rep, args.list, sys.stdout)
     return 0

@@ -1,0 +1,255 @@
+// The linked-stack pool and the two calls __morestack makes (linked.hpp).
+#include "stack/linked.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+
+#include "core/runtime.hpp"
+
+// A program whose checkpoints stackcheck placed defines this (strongly) as
+// the MaxPath it used; weak here so that everyone else gets 0.
+extern "C" {
+[[gnu::weak, gnu::visibility("default")]] extern const size_t weft_stack_maxpath = 0;
+}
+
+namespace weft::detail {
+
+namespace {
+
+constexpr size_t kSlabBytes = size_t{4} << 20;
+constexpr size_t kPage = 4096;
+
+size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+} // namespace
+
+size_t linked_stack_slack() { return kStackReserve + round_up(weft_stack_maxpath, 16); }
+
+ChunkSlabs::~ChunkSlabs() {
+    for (size_t i = 0; i < nslabs_; ++i) munmap(slabs_[i], kSlabBytes);
+}
+
+char *ChunkSlabs::carve(size_t size) {
+    const size_t align = std::min(size, kPage);
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t at = nslabs_ ? round_up(used_, align) : 0;
+    if (!nslabs_ || at + size > kSlabBytes) {
+        if (nslabs_ == kMaxSlabs) return nullptr;
+        void *p = mmap(nullptr, kSlabBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+        if (p == MAP_FAILED) return nullptr;
+        slabs_[nslabs_++] = static_cast<char *>(p);
+        at = 0;
+    }
+    used_ = at + size;
+    return slabs_[nslabs_ - 1] + at;
+}
+
+ChunkPool::~ChunkPool() {
+    // Slab chunks go with the slabs; large chunks are mappings of their own.
+    for (StackChunk *c = large_; c;) {
+        StackChunk *n = c->next_free;
+        munmap(c->lo() - kPage, c->size + kPage);
+        c = n;
+    }
+}
+
+uint32_t ChunkPool::class_of(size_t bytes, size_t *rounded) {
+    if (bytes <= 4096) {
+        size_t r = round_up(std::max<size_t>(bytes, 256), 256);
+        *rounded = r;
+        return static_cast<uint32_t>(r / 256 - 1); // 0..15
+    }
+    uint32_t k = 16;
+    size_t r = 8192;
+    while (r < bytes) r <<= 1, ++k;
+    *rounded = r;
+    return r <= kLargeChunk ? k : kLargeClass;
+}
+
+void ChunkPool::init(StackChunk *c, size_t size, uint32_t klass) {
+    c->prev = nullptr;
+    c->spare = nullptr;
+    c->next_free = nullptr;
+    c->size = size;
+    c->guard = c->base() + slack_;
+    c->klass = klass;
+    c->cold = 0;
+    c->pad = 0;
+    c->canary = kChunkCanary;
+}
+
+StackChunk *ChunkPool::alloc(size_t bytes) {
+    size_t size;
+    uint32_t k = class_of(bytes, &size);
+    if (k == kLargeClass) return alloc_large(bytes);
+    StackChunk *c = free_[k];
+    if (c) {
+        free_[k] = c->next_free;
+        if (!c->cold) cached_bytes_ -= size;
+        c->prev = nullptr;
+        c->spare = nullptr;
+        c->canary = kChunkCanary; // an overflow report may have left it; the chunk is fresh now
+        return c;
+    }
+    char *p = slabs_.carve(size);
+    if (!p) return nullptr;
+    ++counters.carved;
+    c = reinterpret_cast<StackChunk *>(p);
+    init(c, size, k);
+    return c;
+}
+
+// Large chunks: [PROT_NONE page][chunk], page-rounded, reused first fit.
+StackChunk *ChunkPool::alloc_large(size_t bytes) {
+    size_t size = round_up(bytes, kPage);
+    for (StackChunk **pp = &large_; *pp; pp = &(*pp)->next_free) {
+        StackChunk *c = *pp;
+        if (c->size >= size && c->size <= 2 * size) {
+            *pp = c->next_free;
+            cached_bytes_ -= c->size;
+            c->prev = nullptr;
+            c->spare = nullptr;
+            c->canary = kChunkCanary;
+            return c;
+        }
+    }
+    void *p = mmap(nullptr, size + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    mprotect(p, kPage, PROT_NONE);
+    ++counters.carved;
+    ++counters.large_mapped;
+    auto *c = reinterpret_cast<StackChunk *>(static_cast<char *>(p) + kPage);
+    init(c, size, kLargeClass);
+    return c;
+}
+
+void ChunkPool::release(StackChunk *c) {
+    if (c->spare) {
+        release(c->spare);
+        c->spare = nullptr;
+    }
+    if (c->klass == kLargeClass) {
+        if (cached_bytes_ + c->size > kChunkHighWater) {
+            munmap(c->lo() - kPage, c->size + kPage);
+            ++counters.given_back;
+            return;
+        }
+        cached_bytes_ += c->size;
+        c->next_free = large_;
+        large_ = c;
+        return;
+    }
+    if (cached_bytes_ + c->size > kChunkHighWater && c->size > kPage) {
+        // Keep the header page (it holds the free-list link), give back the rest.
+        madvise(c->lo() + kPage, c->size - kPage, MADV_DONTNEED);
+        c->cold = 1;
+        ++counters.given_back;
+    } else {
+        c->cold = 0;
+        cached_bytes_ += c->size;
+    }
+    c->next_free = free_[c->klass];
+    free_[c->klass] = c;
+}
+
+void ChunkPool::release_chain(StackChunk *top) {
+    while (top) {
+        StackChunk *below = top->prev;
+        release(top);
+        top = below;
+    }
+}
+
+} // namespace weft::detail
+
+using namespace weft::detail;
+
+// Called by __morestack on the current chunk, below its guard (the reserve):
+// link a chunk with room for `frame` + `args` + the slack, make it current,
+// and return its top. Never fails: out of memory is fatal (a stack overflow
+// has no error to return).
+extern "C" [[gnu::visibility("hidden")]] void *weft_stack_link(size_t frame, size_t args) {
+    Vproc *vp = tls_vproc;
+    Tcb *t = vp ? vp->current : nullptr;
+    if (!t || !t->chunk) {
+        void *g = stack_guard();
+        set_stack_guard(nullptr);
+        fatal("__morestack outside a linked-stack weft thread (a %zu-byte frame did not fit above %%fs:0x70 = %p)",
+              frame, g);
+    }
+    StackChunk *cur = t->chunk;
+    if (!cur->intact()) {
+        set_stack_guard(nullptr); // the report runs where it is, unchecked
+        vp->report_overflow(t);
+    }
+    ChunkPool &pool = vp->chunks;
+    // The chunk must hold: header, slack, the frame, the copied arguments,
+    // and the return address __morestack pushes plus alignment.
+    const size_t need = kChunkHeader + pool.slack() + frame + args + 32;
+    StackChunk *n = cur->spare;
+    if (n && n->size >= need) {
+        cur->spare = nullptr;
+        ++pool.counters.spare_hits;
+    } else {
+        if (n) {
+            cur->spare = nullptr;
+            pool.release(n);
+        }
+        n = pool.alloc(std::max(need, vp->rt->cfg.min_chunk));
+        if (!n) {
+            set_stack_guard(nullptr);
+            fatal_thread(t, "out of memory for a stack chunk");
+        }
+    }
+    n->prev = cur;
+    t->chunk = n;
+    set_stack_guard(n->guard);
+    ++pool.counters.links;
+    return n->hi();
+}
+
+// Called by __morestack back on the chunk below, after the function that
+// needed the current chunk returned (or an exception left it).
+extern "C" [[gnu::visibility("hidden")]] void weft_stack_unlink() {
+    Vproc *vp = tls_vproc;
+    Tcb *t = vp->current;
+    StackChunk *n = t->chunk;
+    if (!n->intact()) {
+        set_stack_guard(nullptr);
+        vp->report_overflow(t);
+    }
+    StackChunk *below = n->prev;
+    t->chunk = below;
+    set_stack_guard(below->guard);
+    if (n->spare) {
+        vp->chunks.release(n->spare);
+        n->spare = nullptr;
+    }
+    if (n->size <= kSpareMax && !below->spare) below->spare = n;
+    else vp->chunks.release(n);
+}
+
+// The same when an exception leaves the function that needed the chunk:
+// __morestack's cleanup still runs on it, and the unwinder will too, so it
+// is not freed but kept as the spare of the chunk below.
+extern "C" [[gnu::visibility("hidden")]] void weft_stack_unlink_unwinding() {
+    Vproc *vp = tls_vproc;
+    Tcb *t = vp->current;
+    StackChunk *n = t->chunk;
+    if (!n->intact()) {
+        set_stack_guard(nullptr);
+        vp->report_overflow(t);
+    }
+    StackChunk *below = n->prev;
+    t->chunk = below;
+    set_stack_guard(below->guard);
+    if (n->spare) {
+        vp->chunks.release(n->spare);
+        n->spare = nullptr;
+    }
+    if (below->spare) vp->chunks.release(below->spare);
+    below->spare = n;
+}
