@@ -97,6 +97,14 @@ TEST(LinkedStacksTest, ArgumentsOnTheStackVarargsAndVectorRegistersCrossAChunkBo
                 EXPECT_EQ(285, at_depth(depth, va)) << "depth " << depth;
                 auto fl = [] { return static_cast<long>(fsum(.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5) * 10); };
                 EXPECT_EQ(275, at_depth(depth, fl)) << "depth " << depth;
+                // A wrapped external (snprintf asks for 8 KiB) with arguments on the stack.
+                auto pf = [] {
+                    char b[96];
+                    int n = std::snprintf(b, sizeof b, "%d %d %d %d %d %d %d %d %.1f %s", 1, 2, 3, 4, 5, 6, 7, 8,
+                                          9.5, "ten");
+                    return std::string(b, static_cast<size_t>(n)) == "1 2 3 4 5 6 7 8 9.5 ten" ? 1L : 0L;
+                };
+                EXPECT_EQ(1, at_depth(depth, pf)) << "depth " << depth;
             }
             return nullptr;
         }, nullptr);

@@ -208,10 +208,11 @@ def load_servers(path, names=None):
     return [by[n] for n in names]
 
 
-# The kinds of server servers.json may name: weft's three (their binary in
+# The kinds of server servers.json may name: weft's servers (their binary in
 # the build tree) and nginx.
 WEFT_BINS = {"knot": ("servers", "knot", "weft-knot"), "userver": ("servers", "userver", "weft-userver"),
-             "watpipe": ("servers", "watpipe", "weft-watpipe")}
+             "watpipe": ("servers", "watpipe", "weft-watpipe"),
+             "knot-linked": ("servers", "knot", "weft-knot-linked")}
 KINDS = tuple(WEFT_BINS) + ("nginx",)
 
 

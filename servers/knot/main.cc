@@ -382,6 +382,11 @@ int main(int argc, char **argv) {
     weft_config_init(&cfg);
     cfg.vprocs = s.opt.vprocs;
     if (s.opt.workers > 0) cfg.workers = s.opt.workers;
+#ifdef WEFT_KNOT_LINKED
+    // weft-knot-linked: built for linked stacks (docs/stacks.md), its
+    // threads get them unless WEFT_STACKS says otherwise.
+    if (!std::getenv("WEFT_STACKS")) cfg.stacks = "linked";
+#endif
     int rc = weft_main_config(&cfg, run, nullptr);
     return rc < 0 ? 1 : rc;
 }

@@ -171,7 +171,16 @@ using namespace weft::detail;
 // link a chunk with room for `frame` + `args` + the slack, make it current,
 // and return its top. Never fails: out of memory is fatal (a stack overflow
 // has no error to return).
-extern "C" [[gnu::visibility("hidden")]] void *weft_stack_link(size_t frame, size_t args) {
+// `args` bytes of stack arguments at `src` are to be copied; the wrappers of
+// external functions ask for 256 whatever the call has, so the count is
+// clamped to what the current chunk holds above `src` (the TCB of a first
+// chunk, the next chunk of a slab, or a mapping's end above a large one).
+struct LinkResult {
+    void *top;     // rax
+    size_t args;   // rdx
+};
+
+extern "C" [[gnu::visibility("hidden")]] LinkResult weft_stack_link(size_t frame, size_t args, const char *src) {
     Vproc *vp = tls_vproc;
     Tcb *t = vp ? vp->current : nullptr;
     if (!t || !t->chunk) {
@@ -181,6 +190,7 @@ extern "C" [[gnu::visibility("hidden")]] void *weft_stack_link(size_t frame, siz
               frame, g);
     }
     StackChunk *cur = t->chunk;
+    if (src + args > cur->hi()) args = src < cur->hi() ? static_cast<size_t>(cur->hi() - src) : 0;
     if (!cur->intact()) {
         set_stack_guard(nullptr); // the report runs where it is, unchecked
         vp->report_overflow(t);
@@ -208,7 +218,7 @@ extern "C" [[gnu::visibility("hidden")]] void *weft_stack_link(size_t frame, siz
     t->chunk = n;
     set_stack_guard(n->guard);
     ++pool.counters.links;
-    return n->hi();
+    return {n->hi(), args};
 }
 
 // Called by __morestack back on the chunk below, after the function that

@@ -2140,6 +2140,8 @@ def main():
         p.error(f"{args.server} is not an executable")
     CFG.server = os.path.abspath(args.server)
     CFG.prog = os.path.basename(CFG.server)
+    if CFG.prog == "weft-knot-linked":  # weft-knot built for linked stacks: the same server
+        CFG.prog = "weft-knot"
     if CFG.prog not in ("weft-knot", "weft-userver", "weft-watpipe"):
         p.error(f"{CFG.prog}: not a server this suite knows (weft-knot, weft-userver, weft-watpipe)")
     if is_knot() and not args.mode:

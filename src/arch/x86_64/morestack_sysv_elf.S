@@ -68,7 +68,6 @@ __morestack:
         movq    %r8, 32(%rsp)
         movq    %r9, 40(%rsp)
         movq    %rax, 48(%rsp)
-        movq    %r11, 56(%rsp)          /* argument bytes, for the copy */
         movdqu  %xmm0, 64(%rsp)
         movdqu  %xmm1, 80(%rsp)
         movdqu  %xmm2, 96(%rsp)
@@ -79,9 +78,11 @@ __morestack:
         movdqu  %xmm7, 176(%rsp)
         movq    %r10, %rdi              /* frame bytes */
         movq    %r11, %rsi              /* argument bytes */
-        call    weft_stack_link         /* -> the new chunk's top, 16-aligned */
+        leaq    24(%rbp), %rdx          /* where they are */
+        call    weft_stack_link         /* -> rax: the new chunk's top (16-aligned),
+                                           rdx: the argument bytes to copy */
         /* Copy the stack arguments: they start at 24(%rbp). */
-        movq    56(%rsp), %rcx
+        movq    %rdx, %rcx
         subq    %rcx, %rax
         andq    $-16, %rax              /* the body's rsp before its call */
         movq    %rax, %r10
@@ -209,7 +210,7 @@ __wrap_\name:
         jb      1f
         jmp     __real_\name
 1:      movl    $\bytes, %r10d
-        xorl    %r11d, %r11d
+        movl    $256, %r11d             /* stack arguments: unknown (varargs), copy 256 bytes */
         call    __morestack
         ret
         jmp     __real_\name           /* X + 1, on the new chunk */
