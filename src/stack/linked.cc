@@ -221,11 +221,11 @@ extern "C" [[gnu::visibility("hidden")]] LinkResult weft_stack_link(size_t frame
     return {n->hi(), args};
 }
 
-// Called by __morestack back on the chunk below, after the function that
-// needed the current chunk returned (or an exception left it).
-extern "C" [[gnu::visibility("hidden")]] void weft_stack_unlink() {
-    Vproc *vp = tls_vproc;
-    Tcb *t = vp->current;
+namespace {
+
+// Make the chunk below the current one current again; returns the chunk
+// left, its own spare given back, for the caller to keep or free.
+StackChunk *pop_chunk(Vproc *vp, Tcb *t) {
     StackChunk *n = t->chunk;
     if (!n->intact()) {
         set_stack_guard(nullptr);
@@ -238,6 +238,17 @@ extern "C" [[gnu::visibility("hidden")]] void weft_stack_unlink() {
         vp->chunks.release(n->spare);
         n->spare = nullptr;
     }
+    return n;
+}
+
+} // namespace
+
+// Called by __morestack back on the chunk below, after the function that
+// needed the current chunk returned.
+extern "C" [[gnu::visibility("hidden")]] void weft_stack_unlink() {
+    Vproc *vp = tls_vproc;
+    StackChunk *n = pop_chunk(vp, vp->current);
+    StackChunk *below = n->prev;
     if (n->size <= kSpareMax && !below->spare) below->spare = n;
     else vp->chunks.release(n);
 }
@@ -247,19 +258,8 @@ extern "C" [[gnu::visibility("hidden")]] void weft_stack_unlink() {
 // is not freed but kept as the spare of the chunk below.
 extern "C" [[gnu::visibility("hidden")]] void weft_stack_unlink_unwinding() {
     Vproc *vp = tls_vproc;
-    Tcb *t = vp->current;
-    StackChunk *n = t->chunk;
-    if (!n->intact()) {
-        set_stack_guard(nullptr);
-        vp->report_overflow(t);
-    }
+    StackChunk *n = pop_chunk(vp, vp->current);
     StackChunk *below = n->prev;
-    t->chunk = below;
-    set_stack_guard(below->guard);
-    if (n->spare) {
-        vp->chunks.release(n->spare);
-        n->spare = nullptr;
-    }
     if (below->spare) vp->chunks.release(below->spare);
     below->spare = n;
 }
