@@ -64,7 +64,8 @@ struct Runtime {
 };
 
 // Thread-lifecycle internals shared by core/ files.
-int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr, void *(*fn)(void *), void *arg);
+WEFT_NO_STACK_CHECK int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
+                                      void *(*fn)(void *), void *arg);
 void release_thread_slow(Tcb *t, Stack s);
 
 // Invalidate the handle and give the stack back: inline to its own pool's

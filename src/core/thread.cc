@@ -183,6 +183,11 @@ void weft_thread_attr_init(weft_thread_attr_t *attr) {
     attr->stacks = WEFT_STACKS_DEFAULT;
 }
 
+WEFT_NO_STACK_CHECK int weft_thread_create(weft_thread_t *t, const weft_thread_attr_t *attr,
+                                           void *(*fn)(void *), void *arg);
+WEFT_NO_STACK_CHECK int weft_thread_join(weft_thread_t h, void **ret);
+WEFT_NO_STACK_CHECK int weft_yield(void);
+
 int weft_thread_create(weft_thread_t *t, const weft_thread_attr_t *attr, void *(*fn)(void *), void *arg) {
     Vproc *vp = tls_vproc;
     if (!vp) return EPERM;

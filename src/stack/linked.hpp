@@ -161,6 +161,14 @@ inline void *stack_guard() {
 // otherwise every function checks and it is 0.
 size_t linked_stack_slack();
 
+// The hottest entry points of the API (lock, wait, signal, yield, create,
+// join) are declared with this: no split-stack check. A check is a compare
+// per call on every thread, fixed stacks included (0.1-0.35 ns per
+// operation, docs/stacks.md); their own frames are a few saved registers
+// (<= 64 bytes, objdump), which the reserve below the guard covers like an
+// unchecked external call, and anything deeper they call checks for itself.
+#define WEFT_NO_STACK_CHECK __attribute__((no_split_stack))
+
 // Whether this libweft was built with linked stacks (WEFT_LINKED_STACKS).
 constexpr bool linked_stacks_built() {
 #if defined(WEFT_LINKED_STACKS) && WEFT_LINKED_STACKS

@@ -54,6 +54,10 @@ int weft_cond_init(weft_cond_t *c) {
     return 0;
 }
 
+WEFT_NO_STACK_CHECK int weft_cond_wait(weft_cond_t *c, weft_mutex_t *m);
+WEFT_NO_STACK_CHECK int weft_cond_signal(weft_cond_t *pc);
+WEFT_NO_STACK_CHECK int weft_cond_broadcast(weft_cond_t *pc);
+
 int weft_cond_wait(weft_cond_t *c, weft_mutex_t *m) { return cond_wait(c, m, 0, WEFT_SITE()); }
 
 int weft_cond_timedwait(weft_cond_t *c, weft_mutex_t *m, uint64_t deadline_ns) {

@@ -136,6 +136,9 @@ int weft_mutex_init(weft_mutex_t *pm, int kind) {
 }
 
 // The uncontended single-vproc case inline: a load and a store, no call.
+WEFT_NO_STACK_CHECK int weft_mutex_lock(weft_mutex_t *pm);
+WEFT_NO_STACK_CHECK int weft_mutex_unlock(weft_mutex_t *pm);
+
 int weft_mutex_lock(weft_mutex_t *pm) {
     if (__builtin_expect(mutex_lock_fast(pm, tls_vproc), 1)) return 0;
     return mutex_lock_until(pm, 0, WEFT_SITE());

@@ -46,6 +46,9 @@ int weft_sem_init(weft_sem_t *s, unsigned value) {
     impl(s)->value = value;
     return 0;
 }
+WEFT_NO_STACK_CHECK int weft_sem_wait(weft_sem_t *s);
+WEFT_NO_STACK_CHECK int weft_sem_post(weft_sem_t *ps);
+
 int weft_sem_wait(weft_sem_t *s) { return sem_wait_until(s, 0, false, WEFT_SITE()); }
 int weft_sem_trywait(weft_sem_t *s) { return sem_wait_until(s, 0, true, WEFT_SITE()); }
 int weft_sem_timedwait(weft_sem_t *s, uint64_t deadline_ns) {
