@@ -29,7 +29,7 @@ BENCH_OF = {
     "odirect_read": "fig3.odirect_random_read",
     "cache_miss_read": "fig4.cache_miss_read",
 }
-ORDER = ["weft", "epoll", "st", "nptl", "boost-context", "boost-fiber", "go"]
+ORDER = ["weft", "weft-linked", "weft-linked-b", "epoll", "st", "nptl", "boost-context", "boost-fiber", "go"]
 TABLE1_WHAT = {
     "table1.create_join": "create + join",
     "table1.switch": "switch (yield ping-pong)",
@@ -48,8 +48,11 @@ FIGURES = [
      "reads / s", False, True, True),
     ("memory.idle_thread", "threads", "Memory per idle thread", "idle threads", "bytes RSS per thread", True, False,
      False),
+    ("stacks.bigstack", "threads", "bigstack (Capriccio §3) — 10 calls of a 1 MB frame per thread", "threads",
+     "seconds", True, True, False),
 ]
-# Goals: (label, benchmark, x (None: every point), peer (None: absolute; "every": each peer), "<=" or ">=", bound)
+# Goals: (label, benchmark, x (None: every point), peer (None: absolute; "every": each peer), "<=" or ">=", bound
+# [, the system judged: "weft" unless given])
 GOALS = [
     ("core: switch ≤ 10 ns", "table1.switch", None, None, "<=", 10.0),
     ("core: condition-variable hand-off ≤ 15 ns", "table1.cond_pingpong", None, None, "<=", 15.0),
@@ -67,6 +70,12 @@ GOALS = [
     ("Fig. 3 ≥ NPTL at every concurrency", "fig3.odirect_random_read", None, "nptl", ">=", 1.0),
     ("Fig. 4 at 0 % misses ≥ 0.95× NPTL", "fig4.cache_miss_read", 0.0, "nptl", ">=", 0.95),
     ("idle memory per thread ≤ State Threads'", "memory.idle_thread", None, "st", "<=", 1.0),
+    ("linked stacks: idle thread at 10^6 ≤ 2 KB", "memory.idle_thread", 1_000_000, None, "<=", 2048.0,
+     "weft-linked"),
+    ("linked stacks: bigstack at 800 threads ≥ 3× faster than fixed", "stacks.bigstack", 800, "weft", "<=", 1 / 3,
+     "weft-linked"),
+    ("linked stacks, checks at stackcheck's checkpoints: hot split ≥ 0.95× fixed", "stacks.hotsplit", None, "weft",
+     "<=", 1 / 0.95, "weft-linked-b"),
 ]
 X_OF = {f[0]: f[1] for f in FIGURES}
 
@@ -166,18 +175,19 @@ def table(R, bids, title, better_low, first_col):
 
 def judge(R, goal):
     """(verdict, detail) of one goal from the medians."""
-    label, bid, x, peer, op, bound = goal
+    label, bid, x, peer, op, bound = goal[:6]
+    subject = goal[6] if len(goal) > 6 else "weft"
     checks, missing = [], []  # checks: (ok, text, how far from the bound: > 1 is short)
     for xv in (R.xs(bid) if x is None else [x]):
         where = "" if xv is None else fmt_x(xv) + ": "
-        w = R.get(bid, "weft", xv)
+        w = R.get(bid, subject, xv)
         if w is None:
-            missing.append(f"{where}no weft")
+            missing.append(f"{where}no {subject}")
             continue
         if peer is None:
             v, text = w["median"], f"{where}{fmt(w['median'], w['unit'])} {w['unit']}"
         else:
-            for p in ([p for p in R.systems(bid) if p != "weft"] if peer == "every" else [peer]):
+            for p in ([p for p in R.systems(bid) if not p.startswith("weft")] if peer == "every" else [peer]):
                 r = R.get(bid, p, xv)
                 if r is None or not r["median"]:
                     if peer != "every":
@@ -226,6 +236,9 @@ def markdown(records, run):
     for bid, xp, title, xlabel, ylabel, _, _, higher in FIGURES:
         if R.of(bid):
             lines += table(R, [bid], title, not higher, xlabel)
+    if R.of("stacks.hotsplit"):
+        lines += table(R, ["stacks.hotsplit"], "Linked stacks — the hot split (ns per call, mean of 64 depths)", True,
+                       "benchmark")
     lines.append("† a value in the median came from a run whose process got less than 90 % of its CPU after three "
                  "attempts (the machine is shared).")
     lines.append("")

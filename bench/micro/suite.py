@@ -9,6 +9,8 @@ Sections (--only picks some):
   fig2    pipe tokens, 8 pipes up to the descriptor limit (and the epoll loop)
   fig3    random 4 KiB O_DIRECT reads of a 1 GiB file, 1 to 1,000 readers
   fig4    200 readers, buffer-cache miss rate 0 to 100 %
+  stacks  linked against fixed stacks (weft only: weft-stacks, weft-stacks-b):
+          bigstack at 800 to 100,000 threads, idle RSS, the hot split
 on every system whose binary is in BUILD/bench (weft, nptl, st,
 boost-context, boost-fiber, go; epoll for Fig. 2): a binary's --list says
 which benchmarks it has, and a missing one is reported skipped with the
@@ -42,7 +44,7 @@ SYSTEMS = [("weft", "weft-micro"), ("st", "st-micro"), ("nptl", "nptl-micro"),
            ("boost-context", "boost-context-micro"), ("boost-fiber", "boost-fiber-micro"), ("go", "go-micro")]
 PROVIDER = {"st": "State Threads: libst-dev", "boost-context": "libboost-context-dev",
             "boost-fiber": "libboost-fiber-dev", "go": "the Go toolchain"}
-SECTIONS = ["table1", "memory", "fig1", "fig2", "fig3", "fig4"]
+SECTIONS = ["table1", "memory", "fig1", "fig2", "fig3", "fig4", "stacks"]
 TABLE1 = ["create_join", "switch", "cond_pingpong", "mutex_uncontended", "mutex_handoff"]
 CPU_SHARE_OK = 0.9
 # An NPTL create+join leaves the CPU idle ~12% of the time by itself (the
@@ -70,7 +72,13 @@ SKIP_EXIT = 77             # a binary's "the kernel refused" (O_DIRECT)
 
 # Seconds per section, full and --quick: the section starts no run after it.
 BUDGET = {"table1": (200, 60), "memory": (200, 60), "fig1": (170, 50), "fig2": (170, 45),
-          "fig3": (90, 25), "fig4": (90, 25)}
+          "fig3": (90, 25), "fig4": (90, 25), "stacks": (240, 90)}
+# Linked stacks (issue 9, bench/stacks/weft_stacks.cc): bigstack's thread
+# counts, and the most fixed 1 MB stacks this shared machine is asked to
+# keep resident (800: 0.85 GiB; 10,000 would be 10.4 GiB).
+STACK_THREADS = [800, 10_000, 100_000]
+STACK_THREADS_QUICK = [800, 10_000]
+FIXED_BIGSTACK_CAP = 800
 
 
 def find_systems(bench_dir):
@@ -150,6 +158,8 @@ def plan_micro(section, pl, systems, has, args, notes, data):
                 notes.append(f"skipped: {sysid}: memory.idle_thread above {cap:,} threads "
                              + ("(kernel.pid_max)" if sysid == "nptl" else "(its malloc'd stacks would take too "
                                 "much of this shared machine's memory)"))
+    elif section == "stacks":
+        plan_stacks(pl, systems, args, notes)
     elif section == "fig1":
         counts = FIG1_QUICK if quick else FIG1_THREADS
         for n in counts:
@@ -189,6 +199,39 @@ def pid_max():
             return f.read().strip()
     except OSError:
         return "?"
+
+
+def plan_stacks(pl, systems, args, notes):
+    """Linked against fixed stacks: weft-stacks runs both (system "weft" is
+    fixed, "weft-linked" linked with a check in every function);
+    weft-stacks-b has the checks only at stackcheck's checkpoints
+    ("weft-linked-b"). Records carry params.stacks = fixed|linked."""
+    bench_dir = os.path.dirname(dict(systems)["weft"])
+    exe, exe_b = os.path.join(bench_dir, "weft-stacks"), os.path.join(bench_dir, "weft-stacks-b")
+    if not os.access(exe, os.X_OK):
+        notes.append(f"stacks: {exe} not built (no linked stacks in this build: sanitizers?)")
+        return
+    reps, quick = pl.reps, args.quick
+    for n in (STACK_THREADS_QUICK if quick else STACK_THREADS):
+        for r in range(1 if n >= 100_000 else reps):
+            for stacks, sysid in (("fixed", "weft"), ("linked", "weft-linked")):
+                if stacks == "fixed" and n > FIXED_BIGSTACK_CAP:
+                    continue
+                pl.add("stacks.bigstack", sysid, (("threads", n), ("stacks", stacks)), exe,
+                       ["--bench", "bigstack", "--threads", str(n), "--stacks", stacks], r, 600, None)
+    notes.append(f"stacks.bigstack: fixed stacks only up to {FIXED_BIGSTACK_CAP:,} threads (1 MB+ resident each)")
+    for n in MEM_COUNTS:
+        for r in range(reps if n < 1_000_000 else (1 if quick else 2)):
+            pl.add("memory.idle_thread", "weft-linked", (("threads", n), ("stacks", "linked")), exe,
+                   ["--bench", "idle", "--stacks", "linked", "--threads", str(n)], r, 600, None)
+    for r in range(reps):
+        pl.add("stacks.hotsplit", "weft", (("stacks", "fixed"),), exe, ["--bench", "hotsplit", "--stacks", "fixed"],
+               r, 120, None)
+        pl.add("stacks.hotsplit", "weft-linked", (("stacks", "linked"),), exe,
+               ["--bench", "hotsplit", "--stacks", "linked"], r, 120, None)
+        if os.access(exe_b, os.X_OK):
+            pl.add("stacks.hotsplit", "weft-linked-b", (("stacks", "linked"),), exe_b,
+                   ["--bench", "hotsplit", "--stacks", "linked"], r, 120, None)
 
 
 def plan_fig2(pl, args, notes, skipped):

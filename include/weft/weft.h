@@ -122,7 +122,7 @@ typedef struct weft_thread_attr {
     size_t stack_size; /* 0 = the runtime's default (weft_config.stack_size). With a
                           linked stack: the bytes of frames its first chunk holds (weft
                           adds its own overhead) — give a thread whose entry has a
-                          static bound (stackcheck) exactly that bound; 0: a 2 KiB chunk. */
+                          static bound (stackcheck) exactly that bound; 0: a 1,792-byte chunk. */
     const char *name;  /* copied (up to 31 bytes); NULL = "thread-<id>" */
     int detached;      /* non-zero: the thread cannot be joined; freed at exit */
     int home_vproc;    /* -1 = the creator's vproc; else 0 .. vprocs-1 */

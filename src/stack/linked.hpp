@@ -59,7 +59,7 @@ inline constexpr size_t kStackReserve = 1024;
 // constant is in that routine too).
 inline constexpr size_t kNonSplitExtra = 16384;
 inline constexpr size_t kDefaultMinChunk = 4096;  // the paper's MinChunk
-inline constexpr size_t kDefaultFirstChunk = 2048; // a thread's first chunk, TCB included
+inline constexpr size_t kDefaultFirstChunk = 1792; // a thread's first chunk, TCB included
 inline constexpr size_t kMinFirstChunk = 1024;
 inline constexpr size_t kLargeChunk = 64 * 1024;   // above: a mapping of its own, with a guard page
 inline constexpr size_t kChunkHighWater = 8u << 20;
