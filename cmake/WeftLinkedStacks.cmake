@@ -81,8 +81,11 @@ function(weft_checkpoints_from_analysis target)
   add_custom_command(OUTPUT ${list}
     COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/stackcheck/stackcheck.py
             ${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/${analysis}.dir
-            --max-path ${arg_MAXPATH} --red-zone 128 --checkpoint-functions ${list} > ${list}.report
+            --max-path ${arg_MAXPATH} --red-zone 128
+            --bounds ${PROJECT_SOURCE_DIR}/tools/stackcheck/weft.bounds
+            --checkpoint-functions ${list} > ${list}.report
     DEPENDS ${analysis} $<TARGET_OBJECTS:${analysis}> ${PROJECT_SOURCE_DIR}/tools/stackcheck/stackcheck.py
+            ${PROJECT_SOURCE_DIR}/tools/stackcheck/weft.bounds
     COMMENT "stackcheck: checkpoint functions of ${target} (MaxPath ${arg_MAXPATH})"
     VERBATIM)
   add_custom_target(${target}_checkpoints DEPENDS ${list})
