@@ -278,6 +278,23 @@ class KnotServer:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def wait_output(self, pattern, timeout):
+        """Read stdout into .stdout until it matches pattern (a regex), within
+        timeout seconds: the match, or None."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while True:
+            m = re.search(pattern, self.stdout.decode(errors="replace"))
+            left = deadline - time.monotonic()
+            if m or left <= 0:
+                return m
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return re.search(pattern, self.stdout.decode(errors="replace"))
+                self.stdout += chunk
+
     def stop(self, timeout=None):
         """SIGTERM and wait: the exit status (the rest of stdout in .stdout)."""
         timeout = timeout or slow(30)
@@ -1737,9 +1754,14 @@ class ShutdownDuringDownloadTest(PerTestServerCase):
                 if not signalled and got >= 4 * MIB:
                     srv.proc.send_signal(signal.SIGTERM)
                     signalled = True
+                    # The server says so, then closes its listener: a probe
+                    # sent before that line could be accepted and counted.
+                    self.assertTrue(srv.wait_output(r"shutting down \(\d+ connections open\)", slow(5)),
+                                    f"no 'shutting down' within {slow(5)} s of SIGTERM; stdout: {srv.stdout!r}; "
+                                    f"stderr: {srv.stderr()}")
                     # The listener goes at once; the transfer goes on.
                     self.assertTrue(wait_for(lambda: connect_refused(srv.port), slow(5)),
-                                    "still accepting connections after SIGTERM")
+                                    f"still accepting connections {slow(5)} s after SIGTERM; stderr: {srv.stderr()}")
                     self.assertTrue(srv.alive(), "the server exited in the middle of a response")
                 if got % (4 * MIB) < 256 * KIB:
                     time.sleep(0.02)  # a slow-ish reader: the server waits on a full socket
