@@ -38,10 +38,19 @@ set(WEFT_LINKED_STACK_WRAPS
 # weft_stack_maxpath, so that every check leaves MaxPath for the unchecked
 # functions below it. In weft's own build tree only (the plugin target and
 # tools/stackcheck); skipped, with a message, without the plugin.
+#
+# External functions the analysis finds no trusted bound for (neither in
+# stackcheck's libc.bounds nor in weft.bounds) get wrappers generated from
+# it (tools/stackcheck/gen_wraps.py): each call runs one on a chunk of
+# EXTERNAL_CHUNK bytes (default 16384), as the paper runs external code on
+# a large chunk. NO_WRAPS leaves them on MaxPath's slack (a test's control).
 function(weft_checkpoints_from_analysis target)
-  cmake_parse_arguments(arg "" "MAXPATH" "" ${ARGN})
+  cmake_parse_arguments(arg "NO_WRAPS" "MAXPATH;EXTERNAL_CHUNK" "" ${ARGN})
   if(NOT arg_MAXPATH)
     set(arg_MAXPATH 2048)
+  endif()
+  if(NOT arg_EXTERNAL_CHUNK)
+    set(arg_EXTERNAL_CHUNK 16384)
   endif()
   if(NOT TARGET weft_checkpoints)
     message(STATUS "${target}: no weft_checkpoints plugin, every function checks (mechanism A)")
@@ -78,17 +87,31 @@ function(weft_checkpoints_from_analysis target)
   endforeach()
   target_compile_options(${analysis} PRIVATE -fsplit-stack -fcallgraph-info=su)
   set(list ${CMAKE_CURRENT_BINARY_DIR}/${target}.checkpoints)
-  add_custom_command(OUTPUT ${list}
-    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/stackcheck/stackcheck.py
+  set(wraps ${CMAKE_CURRENT_BINARY_DIR}/${target}_wraps)
+  set(tools ${PROJECT_SOURCE_DIR}/tools/stackcheck)
+  add_custom_command(OUTPUT ${list} ${wraps}.list
+    COMMAND ${Python3_EXECUTABLE} ${tools}/stackcheck.py
             ${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/${analysis}.dir
             --max-path ${arg_MAXPATH} --red-zone 128
-            --bounds ${PROJECT_SOURCE_DIR}/tools/stackcheck/weft.bounds
-            --checkpoint-functions ${list} > ${list}.report
-    DEPENDS ${analysis} $<TARGET_OBJECTS:${analysis}> ${PROJECT_SOURCE_DIR}/tools/stackcheck/stackcheck.py
-            ${PROJECT_SOURCE_DIR}/tools/stackcheck/weft.bounds
+            --bounds ${tools}/weft.bounds
+            --checkpoint-functions ${list}
+            --wrap-externals ${wraps}.list --external-chunk ${arg_EXTERNAL_CHUNK} > ${list}.report
+    DEPENDS ${analysis} $<TARGET_OBJECTS:${analysis}> ${tools}/stackcheck.py ${tools}/weft.bounds
     COMMENT "stackcheck: checkpoint functions of ${target} (MaxPath ${arg_MAXPATH})"
     VERBATIM)
   add_custom_target(${target}_checkpoints DEPENDS ${list})
+  if(NOT arg_NO_WRAPS)
+    add_custom_command(OUTPUT ${wraps}.S ${wraps}.ld
+      COMMAND ${Python3_EXECUTABLE} ${tools}/gen_wraps.py ${wraps}.list ${wraps}
+              --include ${PROJECT_SOURCE_DIR}/src/arch/x86_64/morestack_wrap.inc
+              --exclude "${WEFT_LINKED_STACK_WRAPS}"
+      DEPENDS ${wraps}.list ${tools}/gen_wraps.py ${PROJECT_SOURCE_DIR}/src/arch/x86_64/morestack_wrap.inc
+      COMMENT "gen_wraps: wrappers of ${target}'s unbounded external functions"
+      VERBATIM)
+    target_sources(${target} PRIVATE ${wraps}.S)
+    target_link_options(${target} PRIVATE @${wraps}.ld)
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${wraps}.ld)
+  endif()
   add_dependencies(${target} ${target}_checkpoints weft_checkpoints)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:C,CXX>:-fplugin=$<TARGET_FILE:weft_checkpoints> -fplugin-arg-weft_checkpoints-list=${list}>)

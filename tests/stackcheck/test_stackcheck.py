@@ -598,6 +598,44 @@ class StackcheckTest(Base):
         self.assertEqual(names, sorted(set(names)), "sorted, no duplicates")
         return head, names
 
+    def test_wrap_externals(self):
+        cis, _ = self.compile("wraps.c")
+        lst = os.path.join(self.tmp, "wraps.list")
+        self.run_tool(*cis, "--max-path", "2048", "--wrap-externals", lst,
+                      "--external-chunk", "32768", "-q")
+        with open(lst) as fh:
+            lines = fh.read().splitlines()
+        self.assertEqual([l for l in lines if not l.startswith("#")],
+                         ["mystery 32768"])
+        self.assertIn("# not wrapped: swapcontext (switches stacks)", lines)
+        self.assertFalse([l for l in lines if "strlen" in l])
+
+        gen = os.path.join(ROOT, "tools", "stackcheck", "gen_wraps.py")
+        out = os.path.join(self.tmp, "w")
+        r = subprocess.run([sys.executable, gen, lst, out, "--include",
+                            "/x/morestack_wrap.inc"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out + ".S") as fh:
+            asm = fh.read()
+        self.assertIn('#include "/x/morestack_wrap.inc"', asm)
+        self.assertEqual(re.findall(r"WEFT_WRAP (\S+), (\d+)", asm),
+                         [("mystery", "32768")])
+        with open(out + ".ld") as fh:
+            self.assertEqual(fh.read().split(), ["-Wl,--wrap=mystery", "-Wl,-u,mystery"])
+        # what libweft wraps already is left out
+        r = subprocess.run([sys.executable, gen, lst, out, "--include", "i",
+                            "--exclude", "malloc;mystery"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out + ".ld") as fh:
+            self.assertEqual(fh.read().split(), [])
+        # a malformed list is exit 1 with the line
+        with open(lst, "a") as fh:
+            fh.write("bad line here\n")
+        r = subprocess.run([sys.executable, gen, lst, out, "--include", "i"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"^gen_wraps: error: .*wraps.list:\d+: expected 'NAME BYTES'")
+
     def test_checkpoint_functions(self):
         cis, dumps = self.compile("checkpoints.c", dump=True)
         F = frames(cis)

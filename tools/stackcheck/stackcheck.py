@@ -126,6 +126,18 @@ names, one per line, for the weft_checkpoints gcc plugin
 Two C statics of the same name in different units are one name there: if
 one needs a prologue, both get one.
 
+Wrapped externals (--wrap-externals)
+------------------------------------
+A checkpoint in the caller of an external function with no trusted bound
+leaves it MaxPath bytes, which may be too few (the paper gives such calls a
+large chunk). --wrap-externals lists those functions, 'NAME BYTES' per
+line, BYTES from --external-chunk (16 KiB by default, what gcc's gold
+asks for code built without -fsplit-stack): gen_wraps.py turns the list
+into wrappers (src/arch/x86_64/morestack_wrap.inc) and ld --wrap options,
+so that each call runs the function on a chunk with that much room. Those
+that must stay on the current stack (setjmp and longjmp, context
+switches, __tls_get_addr: NO_WRAP) are listed as comments, not wrapped.
+
 Exit status: 0 done, 1 bad input (missing, unreadable or malformed file,
 unknown name), 2 usage, 3 internal error.
 """
@@ -1136,6 +1148,59 @@ def write_checkpoint_functions(path, prog, cps, max_path):
         raise InputError("cannot write %s: %s" % (path, e.strerror))
 
 
+# External functions a wrapper must not run on another chunk: they return
+# twice or never (the chunk would be unlinked under a live setjmp buffer, or
+# never unlinked), switch stacks themselves, have their own calling
+# convention, or are part of the linked-stack machinery.
+NO_WRAP = {
+    "setjmp": "returns twice", "_setjmp": "returns twice",
+    "__sigsetjmp": "returns twice", "sigsetjmp": "returns twice",
+    "savectx": "returns twice", "vfork": "returns twice",
+    "getcontext": "returns twice", "longjmp": "never returns",
+    "_longjmp": "never returns", "siglongjmp": "never returns",
+    "__longjmp_chk": "never returns", "setcontext": "switches stacks",
+    "swapcontext": "switches stacks", "makecontext": "switches stacks",
+    "__tls_get_addr": "has its own calling convention",
+}
+NO_WRAP_PREFIXES = ("__morestack", "__splitstack", "__wrap_", "__real_",
+                    "__generic_morestack", "__stack_chk", "__cyg_profile",
+                    "mcount", "_mcount", "__fentry__")
+
+
+def wrap_externals(prog, cps):
+    """The external functions with no trusted bound that checkpoints call
+    (directly, or through a pointer that may reach them): name -> None when
+    a wrapper can give them a large chunk, else why not."""
+    out = {}
+    for fid, i, _ in cps:
+        for t in prog.funcs[fid].sites[i].targets:
+            f = prog.funcs[t]
+            if f.defined or f.bound_ext is not None:
+                continue
+            name = asm_name(f)
+            why = NO_WRAP.get(name)
+            if why is None and name.startswith(NO_WRAP_PREFIXES):
+                why = "part of the linked-stack machinery or instrumentation"
+            out[name] = why
+    return out
+
+
+def write_wrap_externals(path, prog, cps, chunk):
+    wraps = wrap_externals(prog, cps)
+    lines = ["# stackcheck --wrap-externals: external functions with no "
+             "trusted bound, called at checkpoints,",
+             "# to run on a chunk of %d bytes (tools/stackcheck/gen_wraps.py)"
+             % chunk]
+    lines += ["# not wrapped: %s (%s)" % (n, wraps[n])
+              for n in sorted(wraps) if wraps[n]]
+    lines += ["%s %d" % (n, chunk) for n in sorted(wraps) if not wraps[n]]
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+    except OSError as e:
+        raise InputError("cannot write %s: %s" % (path, e.strerror))
+
+
 def build_report(prog, an, args, disp):
     cps, bound, cp_rows, counts = run_analysis(prog, an, args.max_path,
                                                args.min_chunk, disp)
@@ -1404,6 +1469,15 @@ exit status: 0 done, 1 bad input, 2 usage, 3 internal error.""")
                         "checkpoints, and the callers of external or unknown "
                         "functions at checkpoints), for the weft_checkpoints "
                         "gcc plugin")
+    p.add_argument("--wrap-externals", metavar="FILE",
+                   help="write the external functions with no trusted bound "
+                        "that checkpoints call, one 'NAME BYTES' per line, "
+                        "for wrappers that run them on a chunk of "
+                        "--external-chunk bytes (tools/stackcheck/gen_wraps.py)")
+    p.add_argument("--external-chunk", type=positive, default=16384,
+                   metavar="BYTES",
+                   help="stack for an external function with no trusted "
+                        "bound, with --wrap-externals (default 16384)")
     p.add_argument("--list", type=nonneg, default=40, metavar="N",
                    help="rows per table in the report (0: all; default 40)")
     p.add_argument("-q", "--quiet", action="store_true",
@@ -1525,10 +1599,14 @@ def main(argv=None):
                     fh.write(text)
             except OSError as e:
                 raise InputError("cannot write %s: %s" % (args.json, e.strerror))
-    if args.checkpoint_functions:
+    if args.checkpoint_functions or args.wrap_externals:
         cps, _ = an.place(args.max_path)
-        write_checkpoint_functions(args.checkpoint_functions, prog, cps,
-                                   args.max_path)
+        if args.checkpoint_functions:
+            write_checkpoint_functions(args.checkpoint_functions, prog, cps,
+                                       args.max_path)
+        if args.wrap_externals:
+            write_wrap_externals(args.wrap_externals, prog, cps,
+                                 args.external_chunk)
     if not args.quiet and args.json != "-":
         print_report(rep, args.list, sys.stdout)
     return 0

@@ -189,36 +189,12 @@ __morestack_non_split:
         .size   __morestack_non_split, .-__morestack_non_split
 
 /*
- * External code on a linked stack. Code built without checks (libc,
- * libstdc++, libgcc's unwinder) runs on whatever the current chunk has
- * left, the reserve below the guard at worst. Programs with linked stacks
- * are linked with -Wl,--wrap=SYMBOL for the external functions known to
- * need more (weft_link_linked_stacks in CMake), so every call of one
- * reaches a wrapper whose split-stack prologue asks for BYTES — its trusted
- * bound, measured by tools/stackcheck/measure_bounds.c, rounded up — as if
- * it had that frame, then jumps to the real function: on a fresh chunk
- * when the current one is short.
+ * External code on a linked stack: the wrappers of the external functions
+ * known to need more than the reserve (morestack_wrap.inc says how).
+ * Programs built with weft_checkpoints_from_analysis get more, generated
+ * from their own analysis (tools/stackcheck/gen_wraps.py).
  */
-.macro  WEFT_WRAP name, bytes
-        .globl  __wrap_\name
-        .type   __wrap_\name, @function
-        .p2align 4
-__wrap_\name:
-        .cfi_startproc
-        leaq    -\bytes(%rsp), %r11
-        cmpq    %fs:0x70, %r11
-        jb      1f
-        jmp     __real_\name
-1:      movl    $\bytes, %r10d
-        movl    $256, %r11d             /* stack arguments: unknown (varargs), copy 256 bytes */
-        call    __morestack
-        ret
-        jmp     __real_\name           /* X + 1, on the new chunk */
-        .cfi_endproc
-        .size   __wrap_\name, .-__wrap_\name
-        /* Without --wrap nobody calls the wrapper: its target may be absent. */
-        .weak   __real_\name
-.endm
+#include "morestack_wrap.inc"
         /* Throwing and unwinding: libgcc's unwinder and the personality. */
         WEFT_WRAP __cxa_throw, 16384
         WEFT_WRAP __cxa_rethrow, 16384
