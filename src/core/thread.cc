@@ -32,6 +32,14 @@ bool lock_joinable(Vproc *vp, Tcb *t, weft_thread_t h) {
 // a tail jump, not by a call that is never returned from, whose entry the
 // return-stack predictor would carry into the joiner's own returns. Were a
 // dead thread ever resumed, it would return to the trampoline's ud2.
+// Neither this nor thread_start checks its frame (a few saved registers,
+// in the reserve): a first chunk sized by the analysis may start below its
+// guard, and a check here would link a chunk for nothing at every start
+// and end (stack/linked.hpp).
+// (gcc takes no_split_stack only on a declaration before the definition.)
+WEFT_NO_STACK_CHECK void finish_thread(Vproc *vp, Tcb *self, void *ret);
+WEFT_NO_STACK_CHECK void thread_start(void *p);
+
 [[gnu::noinline]] void finish_thread(Vproc *vp, Tcb *self, void *ret) {
     vp->check_stack(self); // before anything runs on a stack that may be gone
     vp->check_slot_below(self);
@@ -128,11 +136,22 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     StackChunk *chunk = nullptr;
     if (linked) {
         // The first chunk: header and slack below, the frames, the TCB and
-        // the start frame on top (stack/linked.hpp).
-        size_t bytes = attr && attr->stack_size ? kChunkHeader + vp->chunks.slack() + size + sizeof(Tcb) + 64
-                                                : kDefaultFirstChunk;
+        // the start frame on top (stack/linked.hpp). An entry the program's
+        // analysis sized (stackcheck --entry-stacks) gets what it needs up to
+        // its first checkpoint, or, when its static bound is at most
+        // MinChunk, that bound with the guard at the reserve: every check on
+        // the chunk then passes and the thread never links.
+        size_t bytes = kDefaultFirstChunk;
+        bool exact = false;
+        if (attr && attr->stack_size) {
+            bytes = kChunkHeader + vp->chunks.slack() + size + sizeof(Tcb) + 64;
+        } else if (const EntryStack *e = entry_stack(fn)) {
+            exact = e->static_bound && e->static_bound <= rt->cfg.min_chunk;
+            bytes = kChunkHeader + kStackReserve + (exact ? e->static_bound : e->first_chunk) + sizeof(Tcb) + 64;
+        }
         chunk = vp->chunks.alloc(bytes);
         if (!chunk) return EAGAIN;
+        if (exact) chunk->guard = chunk->base() + kStackReserve;
         st.lo = chunk->base();
         st.size = static_cast<size_t>(chunk->hi() - chunk->base());
         st.guarded = false;

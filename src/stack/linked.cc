@@ -26,6 +26,35 @@ size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 size_t linked_stack_slack() { return kStackReserve + round_up(weft_stack_maxpath, 16); }
 
+} // namespace weft::detail
+
+// The rows the plugin wrote, bounded by the linker (weak: none without).
+extern "C" {
+[[gnu::weak, gnu::visibility("hidden")]] extern weft::detail::EntryStack __start_weft_entry_stacks[];
+[[gnu::weak, gnu::visibility("hidden")]] extern weft::detail::EntryStack __stop_weft_entry_stacks[];
+}
+
+namespace weft::detail {
+
+// Rows come in link order, one per unit that compiled an entry (an inline
+// function's in several): sorted by address on first use, in place (the
+// section is writable), then searched.
+const EntryStack *entry_stack(void *(*fn)(void *)) {
+    EntryStack *b = __start_weft_entry_stacks, *e = __stop_weft_entry_stacks;
+    if (b == e) return nullptr;
+    static const bool sorted = [b, e] {
+        std::sort(b, e, [](const EntryStack &x, const EntryStack &y) {
+            return reinterpret_cast<uintptr_t>(x.fn) < reinterpret_cast<uintptr_t>(y.fn);
+        });
+        return true;
+    }();
+    (void)sorted;
+    const EntryStack *r = std::lower_bound(b, e, fn, [](const EntryStack &x, void *(*f)(void *)) {
+        return reinterpret_cast<uintptr_t>(x.fn) < reinterpret_cast<uintptr_t>(f);
+    });
+    return r != e && r->fn == fn ? r : nullptr;
+}
+
 ChunkSlabs::~ChunkSlabs() {
     for (size_t i = 0; i < nslabs_; ++i) munmap(slabs_[i], kSlabBytes);
 }
@@ -90,6 +119,7 @@ StackChunk *ChunkPool::alloc(size_t bytes) {
         if (!c->cold) cached_bytes_ -= size;
         c->prev = nullptr;
         c->spare = nullptr;
+        c->guard = c->base() + slack_; // a first chunk may have had its own
         c->canary = kChunkCanary; // an overflow report may have left it; the chunk is fresh now
         return c;
     }
@@ -111,6 +141,7 @@ StackChunk *ChunkPool::alloc_large(size_t bytes) {
             cached_bytes_ -= c->size;
             c->prev = nullptr;
             c->spare = nullptr;
+            c->guard = c->base() + slack_;
             c->canary = kChunkCanary;
             return c;
         }

@@ -161,6 +161,20 @@ inline void *stack_guard() {
 // otherwise every function checks and it is 0.
 size_t linked_stack_slack();
 
+// What the analysis says of a thread entry (stackcheck --entry-stacks,
+// written into the section weft_entry_stacks by the weft_checkpoints
+// plugin): the stack its first chunk must hold before the first checkpoint,
+// and its static bound (0: none), the most it can ever use.
+struct EntryStack {
+    void *(*fn)(void *);
+    uint32_t first_chunk;
+    uint32_t static_bound;
+};
+static_assert(sizeof(EntryStack) == 16, "the plugin writes .quad, .long, .long");
+
+// The program's row for `fn`, or null (no analysis, or not an entry).
+const EntryStack *entry_stack(void *(*fn)(void *));
+
 // The hottest entry points of the API (lock, wait, signal, yield, create,
 // join) are declared with this: no split-stack check. A check is a compare
 // per call on every thread, fixed stacks included (0.1-0.35 ns per

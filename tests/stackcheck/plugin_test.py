@@ -182,6 +182,40 @@ class PluginTest(unittest.TestCase):
                     "-c", FIXTURE, "-o", obj, expect_ok=False)
         self.assertNotEqual(r.returncode, 0)
 
+    def test_entries_become_rows_of_the_entry_table(self):
+        """Each listed function compiled gets a row {address, first chunk,
+        static bound or 0} in the section weft_entry_stacks, a static one
+        (scale.constprop.0, a clone) included; a malformed file is an error
+        naming its line."""
+        lst = self.write("checkpoints.list", "big\n")
+        ents = self.write("entries", "# NAME FIRST STATIC\n"
+                          "twice 24 24\nscale.constprop.0 48 -\n"
+                          "not_in_this_unit 8 8\n")
+        obj = self.compile_with(lst, "e.o", "-fplugin-arg-weft_checkpoints-entries=" + ents)
+        r = subprocess.run(["objdump", "-r", "-j", "weft_entry_stacks", obj],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        targets = re.findall(r"^([0-9a-f]+) R_X86_64_64\s+(\S+)$", r.stdout, re.M)
+        names = sorted(re.sub(r"\+0x[0-9a-f]+$", "", t) for _, t in targets)
+        # a static function is referenced through its section symbol
+        self.assertEqual(len(names), 2, r.stdout)
+        self.assertIn("twice", names)
+        r = subprocess.run(["objdump", "-s", "-j", "weft_entry_stacks", obj],
+                           capture_output=True, text=True)
+        data = "".join(l[6:41].replace(" ", "") for l in r.stdout.splitlines()
+                       if re.match(r"^ [0-9a-f]{4} ", l))
+        words = [bytes.fromhex(data[i:i + 8])[::-1].hex() for i in range(0, len(data), 8)]
+        rows = sorted((int(words[i + 2], 16), int(words[i + 3], 16))
+                      for i in range(0, len(words), 4))
+        self.assertEqual(rows, [(24, 24), (48, 0)])
+
+        bad = self.write("bad-entries", "twice 24 24\nscale x -\n")
+        r = self.cc("-fplugin=" + OPTS["plugin"], "-fplugin-arg-weft_checkpoints-list=" + lst,
+                    "-fplugin-arg-weft_checkpoints-entries=" + bad,
+                    "-c", FIXTURE, "-o", os.path.join(self.tmp, "bad.o"), expect_ok=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(bad + ":2: expected", r.stderr)
+
     def test_end_to_end_with_stackcheck(self):
         """stackcheck's list over the fixture's .ci, fed to the plugin: the
         functions calling __morestack are exactly the list."""

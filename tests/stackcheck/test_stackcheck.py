@@ -636,6 +636,26 @@ class StackcheckTest(Base):
         self.assertEqual(r.returncode, 1)
         self.assertRegex(r.stderr, r"^gen_wraps: error: .*wraps.list:\d+: expected 'NAME BYTES'")
 
+    def test_entry_stacks(self):
+        """--entry-stacks: per entry, the report's first chunk and static
+        bound ('-' for none), by assembler name."""
+        cis, _ = self.compile("external.c")
+        F = frames(cis)
+        out = os.path.join(self.tmp, "entries")
+        rep = self.analyse(cis, "--max-path", "2048", "--entry-stacks", out)
+        with open(out) as fh:
+            rows = [l.split() for l in fh if not l.startswith("#")]
+        want = [[e["id"].rsplit(":", 1)[-1], str(e["first_chunk"]),
+                 "-" if e["static_bound"] is None else str(e["static_bound"])]
+                for e in rep["entries"]]
+        self.assertEqual(rows, want)
+        # main calls mystery() (no bound): no static bound; its first chunk
+        # is its own frame plus user's, and strlen's bound below that
+        main = [r for r in rows if r[0] == "main"]
+        self.assertEqual(len(main), 1)
+        self.assertEqual(main[0][2], "-")
+        self.assertGreaterEqual(int(main[0][1]), F["main"] + F["user"])
+
     def test_checkpoint_functions(self):
         cis, dumps = self.compile("checkpoints.c", dump=True)
         F = frames(cis)

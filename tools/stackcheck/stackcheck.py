@@ -1201,6 +1201,30 @@ def write_wrap_externals(path, prog, cps, chunk):
         raise InputError("cannot write %s: %s" % (path, e.strerror))
 
 
+def write_entry_stacks(path, prog, an, bound, max_path):
+    """Per entry: its assembler name, the stack its first chunk must hold
+    (bound: the longest path to a checkpoint or a leaf) and its static
+    bound ('-' when it has none), for the weft_checkpoints plugin, which
+    puts them in a table the runtime sizes first chunks from."""
+    lines = ["# stackcheck --entry-stacks: NAME FIRST_CHUNK STATIC_BOUND|- "
+             "(bytes; MaxPath %d)" % max_path,
+             "# (gcc plugin weft_checkpoints: -fplugin-arg-weft_checkpoints-"
+             "entries=FILE)"]
+    seen = set()
+    for fid in (an.entries or an.default_roots):
+        name = asm_name(prog.funcs[fid])
+        if name in seen:
+            continue
+        seen.add(name)
+        sb = an.sb[fid]
+        lines.append("%s %d %s" % (name, bound[fid], "-" if sb is None else sb))
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+    except OSError as e:
+        raise InputError("cannot write %s: %s" % (path, e.strerror))
+
+
 def build_report(prog, an, args, disp):
     cps, bound, cp_rows, counts = run_analysis(prog, an, args.max_path,
                                                args.min_chunk, disp)
@@ -1478,6 +1502,10 @@ exit status: 0 done, 1 bad input, 2 usage, 3 internal error.""")
                    metavar="BYTES",
                    help="stack for an external function with no trusted "
                         "bound, with --wrap-externals (default 16384)")
+    p.add_argument("--entry-stacks", metavar="FILE",
+                   help="write, per entry, its assembler name, the stack its "
+                        "first chunk must hold and its static bound ('-' if "
+                        "none), for the weft_checkpoints gcc plugin")
     p.add_argument("--list", type=nonneg, default=40, metavar="N",
                    help="rows per table in the report (0: all; default 40)")
     p.add_argument("-q", "--quiet", action="store_true",
@@ -1599,8 +1627,11 @@ def main(argv=None):
                     fh.write(text)
             except OSError as e:
                 raise InputError("cannot write %s: %s" % (args.json, e.strerror))
-    if args.checkpoint_functions or args.wrap_externals:
-        cps, _ = an.place(args.max_path)
+    if args.checkpoint_functions or args.wrap_externals or args.entry_stacks:
+        cps, bound = an.place(args.max_path)
+        if args.entry_stacks:
+            write_entry_stacks(args.entry_stacks, prog, an, bound,
+                               args.max_path)
         if args.checkpoint_functions:
             write_checkpoint_functions(args.checkpoint_functions, prog, cps,
                                        args.max_path)

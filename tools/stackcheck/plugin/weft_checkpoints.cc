@@ -5,6 +5,7 @@
 //
 //   gcc -fsplit-stack -fplugin=weft_checkpoints.so
 //       -fplugin-arg-weft_checkpoints-list=FILE
+//       [-fplugin-arg-weft_checkpoints-entries=ENTRIES]
 //       [-fplugin-arg-weft_checkpoints-verbose]
 //
 // FILE (from `stackcheck --checkpoint-functions FILE`) holds one assembler
@@ -12,6 +13,14 @@
 // the no_split_stack attribute, which makes gcc leave out its split-stack
 // prologue. The list must come from a build with the same compiler and
 // flags, so that the functions (clones included) are the same.
+//
+// ENTRIES (from `stackcheck --entry-stacks`) holds 'NAME FIRST_CHUNK
+// STATIC_BOUND|-' per line: for each of those functions compiled, a row
+// {address, first chunk bytes, static bound bytes or 0} goes into the
+// section weft_entry_stacks, from which the runtime sizes the first chunk
+// of a thread started there (src/stack/linked.hpp). The row is written
+// from the function's own unit, so static functions (most thread entries)
+// are in the table too.
 
 #define INCLUDE_SET
 #define INCLUDE_STRING
@@ -22,6 +31,10 @@
 #include "stringpool.h"
 #include "attribs.h"
 #include "diagnostic-core.h"
+#include "output.h"
+
+#include <map>
+#include <utility>
 
 // gcc loads only plugins that define this symbol: a plugin runs linked into
 // gcc (a GPL program) and uses its internals, so its licence must be
@@ -33,7 +46,23 @@ namespace {
 const char *const plugin_name = "weft_checkpoints";
 
 std::set<std::string> keep;     // the checkpoint functions
+std::map<std::string, std::pair<unsigned long, unsigned long>> entries; // name -> (first chunk, static bound or 0)
 bool verbose = false;
+
+// The row of an entry in the runtime's table, written between functions
+// (the previous one is all out; push/pop keep gcc's idea of the section).
+void
+emit_entry_row (const char *name, unsigned long first, unsigned long bound)
+{
+  fprintf (asm_out_file,
+           "\t.pushsection weft_entry_stacks,\"aw\",@progbits\n"
+           "\t.balign 8\n\t.quad %s\n\t.long %lu\n\t.long %lu\n"
+           "\t.popsection\n",
+           name, first, bound);
+  if (verbose)
+    fprintf (stderr, "%s: entry %s: first chunk %lu, static bound %lu\n",
+             plugin_name, name, first, bound);
+}
 
 // Runs once per function, just before its GIMPLE optimisation and RTL
 // passes: after the IPA passes, so inlining and cloning are not affected
@@ -50,6 +79,9 @@ on_function (void *, void *)
   const char *name = IDENTIFIER_POINTER (DECL_ASSEMBLER_NAME (decl));
   if (name[0] == '*')           // an asm("label"): the symbol is the rest
     name++;
+  auto e = entries.find (name);
+  if (e != entries.end ())
+    emit_entry_row (name, e->second.first, e->second.second);
   if (keep.count (name))
     {
       if (verbose)
@@ -102,6 +134,59 @@ read_list (const char *path)
   return !err;
 }
 
+// Reads the entries file: false (after an error naming the file and
+// line) if it cannot.
+bool
+read_entries (const char *path)
+{
+  FILE *f = fopen (path, "r");
+  if (!f)
+    {
+      error ("%s: cannot read the entry stacks %qs: %s", plugin_name, path,
+             xstrerror (errno));
+      return false;
+    }
+  char *line = NULL;
+  size_t cap = 0;
+  int n = 0;
+  bool ok = true;
+  while (ok && getline (&line, &cap, f) != -1)
+    {
+      ++n;
+      std::string s (line);
+      s = s.substr (0, s.find ('#'));
+      if (s.find_first_not_of (" \t\r\n") == std::string::npos)
+        continue;
+      char name[4096], sb[32];
+      unsigned long first;
+      if (sscanf (s.c_str (), "%4095s %lu %31s", name, &first, sb) != 3
+          || first > 0xffffffffUL)
+        {
+          error ("%s: %s:%d: expected %<NAME FIRST_CHUNK STATIC_BOUND|-%>",
+                 plugin_name, path, n);
+          ok = false;
+          break;
+        }
+      unsigned long bound = 0;
+      if (strcmp (sb, "-"))
+        {
+          char *end;
+          bound = strtoul (sb, &end, 10);
+          if (*end || bound > 0xffffffffUL)
+            {
+              error ("%s: %s:%d: %qs is not a byte count or %<-%>",
+                     plugin_name, path, n, sb);
+              ok = false;
+              break;
+            }
+        }
+      entries[name] = std::make_pair (first, bound);
+    }
+  free (line);
+  fclose (f);
+  return ok;
+}
+
 } // namespace
 
 int
@@ -119,6 +204,11 @@ plugin_init (struct plugin_name_args *info, struct plugin_gcc_version *version)
       const plugin_argument &a = info->argv[i];
       if (!strcmp (a.key, "list") && a.value)
         list = a.value;
+      else if (!strcmp (a.key, "entries") && a.value)
+        {
+          if (!read_entries (a.value))
+            return 1;
+        }
       else if (!strcmp (a.key, "verbose") && !a.value)
         verbose = true;
       else
