@@ -1,4 +1,5 @@
-// The debugger's descriptor and the list of live runtimes (core/debug.hpp).
+// The debugger's descriptor and the list of live runtimes (core/debug.hpp),
+// and the gdb extension embedded for auto-loading.
 #include "core/debug.hpp"
 
 #include <cstddef>
@@ -126,3 +127,16 @@ void debug_unregister(Runtime *rt) {
 }
 
 } // namespace weft::detail
+
+// Auto-loading (docs/observability.md): the extension itself, inlined in
+// .debug_gdb_scripts (entry kind 4, Python text: a first line naming it,
+// then the script). Not loaded into memory at run time; gdb runs it when
+// the program's file is in its auto-load safe-path; `strip -g` removes it.
+#ifdef WEFT_GDB_SCRIPT
+asm(".pushsection .debug_gdb_scripts, \"MS\", @progbits, 1\n"
+    ".byte 4\n"
+    ".ascii \"weft/gdb/weft.py\\n\"\n"
+    ".incbin \"" WEFT_GDB_SCRIPT "\"\n"
+    ".byte 0\n"
+    ".popsection\n");
+#endif
