@@ -1,6 +1,7 @@
 #!/bin/sh
 # The installed package works for a user: headers, static and shared
-# libraries, weft.pc (relocatable) and the CMake package config.
+# libraries, weft.pc (relocatable), the CMake package config and the gdb
+# extension.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1 src=$2
@@ -30,4 +31,10 @@ CMAKE
 cmake -S "$tmp/user" -B "$tmp/user/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/user/build" >/dev/null
 LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/user/build/hello" | grep -q "total 49995000"
-echo "install: headers, libweft.so, libweft.a, weft.pc and weftConfig.cmake all usable"
+# The gdb extension, sourced from where it is installed
+test -f "$tmp/prefix/share/weft/gdb/weft.py"
+if command -v gdb >/dev/null 2>&1; then
+  gdb -nx -batch -ex "source $tmp/prefix/share/weft/gdb/weft.py" -ex "help weft" "$tmp/hello-static" 2>&1 |
+    grep -q "weft's user-level threads"
+fi
+echo "install: headers, libweft.so, libweft.a, weft.pc, weftConfig.cmake and the gdb extension all usable"

@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 #include <sched.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -34,12 +35,15 @@ Runtime::Runtime(const RuntimeConfig &c) : cfg(c), smp(c.vprocs > 1) {
         if (!vprocs.back()->reactor && !start_error) start_error = errno ? errno : EMFILE;
     }
     offload = std::make_unique<OffloadPool>(cfg.workers);
+    for (auto &vp : vprocs) vproc_list.push_back(vp.get());
+    debug_register(this);
 }
 
 // The offload workers may still be inside a wake-up of some vproc: join them
 // first. Vprocs hold stack pools that point into `regions`: destroy them
 // before it.
 Runtime::~Runtime() {
+    debug_unregister(this);
     offload.reset();
     vprocs.clear();
 }
@@ -195,6 +199,7 @@ void pin_to_cpu(const Runtime &rt, int index) {
 // The loop context runs on the kernel thread's stack; ASan needs its bounds.
 void bind_kernel_thread(Vproc *vp) {
     tls_vproc = vp;
+    vp->tid = gettid();
     vp->errno_loc = &errno; // errno is per kernel thread: its address never changes
     vp->eh_globals = reinterpret_cast<uint64_t *>(abi::__cxa_get_globals()); // so are these
     pthread_attr_t a;
@@ -221,6 +226,7 @@ void bind_kernel_thread(Vproc *vp) {
 void unbind_kernel_thread(Vproc *vp) {
     pthread_sigmask(SIG_SETMASK, &vp->sigmask_before, nullptr);
     vproc_signal_stack_fini(vp);
+    vp->tid = 0;
     tls_vproc = nullptr;
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/debug.hpp"
 #include "core/vproc.hpp"
 #include "io/fd.hpp"
 #include "io/offload.hpp"
@@ -49,6 +50,8 @@ struct Runtime {
     std::atomic<bool> stopping{false}; // set when live drops to 0
     int main_result = 0;
     std::vector<int> cpus;             // with cfg.pin: the CPUs vproc i % n is pinned to
+    std::vector<Vproc *> vproc_list;   // vprocs as a plain array, for debuggers
+    RuntimeDebug debug{};              // what debuggers read (core/debug.hpp)
 
     void thread_started() {
         if (smp) live.fetch_add(1, std::memory_order_relaxed);

@@ -40,6 +40,11 @@ struct TsdSlot {
 
 inline constexpr uint32_t kTcbMagic = 0x77656674; // "weft"
 inline constexpr size_t kThreadNameMax = 32;
+inline constexpr uintptr_t kTcbAlign = 64; // a cache line
+
+// Names of enum weft_park_reason (weft_park_reason_name, and debuggers
+// read them through core/debug.hpp).
+extern const char *const kParkReasonNames[];
 
 // Fields without an initializer are written before anything reads them
 // (by the switch, a waker, park, or create_thread): creating a thread does
@@ -84,7 +89,7 @@ struct Tcb {
 // Where the TCB of a thread whose stack ends at `hi` lives: the top of the
 // stack, cache-line aligned.
 inline Tcb *tcb_at_top(char *hi) {
-    return reinterpret_cast<Tcb *>((reinterpret_cast<uintptr_t>(hi) - sizeof(Tcb)) & ~uintptr_t{63});
+    return reinterpret_cast<Tcb *>((reinterpret_cast<uintptr_t>(hi) - sizeof(Tcb)) & ~(kTcbAlign - 1));
 }
 
 inline Tcb *tcb_of_timer(Timer *t) {

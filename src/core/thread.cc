@@ -312,7 +312,14 @@ int weft_yield(void) {
     return 0;
 }
 
-int weft_sleep_until_ns(uint64_t deadline_ns) {
+} // extern "C"
+
+namespace {
+
+// site: the caller of the public function, whichever of the two it called
+// (weft_sleep_ns calling weft_sleep_until_ns would be its site otherwise,
+// wherever the compiler does not make that call a tail jump).
+[[gnu::always_inline]] inline int sleep_until(uint64_t deadline_ns, const void *site) {
     Vproc *vp = tls_vproc;
     if (!vp) {
         timespec ts{static_cast<time_t>(deadline_ns / 1000000000u), static_cast<long>(deadline_ns % 1000000000u)};
@@ -322,13 +329,19 @@ int weft_sleep_until_ns(uint64_t deadline_ns) {
     }
     if (deadline_ns <= now_ns()) return weft_yield();
     vp->current->state = ThreadState::Parked;
-    park(vp, WEFT_PARK_SLEEP, WEFT_SITE(), deadline_ns);
+    park(vp, WEFT_PARK_SLEEP, site, deadline_ns);
     return 0;
 }
 
+} // namespace
+
+extern "C" {
+
+int weft_sleep_until_ns(uint64_t deadline_ns) { return sleep_until(deadline_ns, WEFT_SITE()); }
+
 int weft_sleep_ns(uint64_t ns) {
     if (ns == 0) return tls_vproc ? weft_yield() : 0;
-    return weft_sleep_until_ns(now_ns() + ns);
+    return sleep_until(now_ns() + ns, WEFT_SITE());
 }
 
 uint64_t weft_now_ns(void) { return now_ns(); }

@@ -125,6 +125,8 @@ struct Vproc {
     std::atomic<uint32_t> sleeping{0}; // 1 while idle_wait sleeps in the reactor
     std::unique_ptr<Reactor> reactor; // made on the vproc's own kernel thread
     uint32_t io_waiters = 0;      // threads parked on a descriptor, an operation or the pool
+    int tid = 0;                  // its kernel thread's id while it runs this vproc, for debuggers
+                                  //   (here: in padding, so no hot field moves)
     sigset_t sigmask_before;      // the kernel thread's signal mask before it ran this vproc
     Tcb *dead = nullptr;          // exited thread to reap after the next switch
     uint32_t poll_countdown = kPollInterval;

@@ -7,10 +7,6 @@ using namespace weft::detail;
 
 namespace {
 
-const char *const kReasonNames[WEFT_PARK_REASON_COUNT] = {
-    "sleep", "join", "mutex", "cond", "rwlock", "sem", "barrier", "once", "io", "offload", "other",
-};
-
 void add(weft_stats_t *out, const Vproc &vp) {
     const VprocCounters &c = vp.stats;
     out->switches += c.switches.get();
@@ -44,7 +40,7 @@ void add(weft_stats_t *out, const Vproc &vp) {
 extern "C" {
 
 const char *weft_park_reason_name(int reason) {
-    return reason >= 0 && reason < WEFT_PARK_REASON_COUNT ? kReasonNames[reason] : "?";
+    return reason >= 0 && reason < WEFT_PARK_REASON_COUNT ? kParkReasonNames[reason] : "?";
 }
 
 int weft_stats_get(int vproc, weft_stats_t *out) {

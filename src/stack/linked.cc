@@ -17,7 +17,6 @@ namespace weft::detail {
 
 namespace {
 
-constexpr size_t kSlabBytes = size_t{4} << 20;
 constexpr size_t kPage = 4096;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -57,6 +56,8 @@ const EntryStack *entry_stack(void *(*fn)(void *)) {
 
 ChunkSlabs::~ChunkSlabs() {
     for (size_t i = 0; i < nslabs_; ++i) munmap(slabs_[i], kSlabBytes);
+    while (nlarge_) unmap_large(large_[nlarge_ - 1]);
+    if (large_) munmap(large_, large_cap_ * sizeof *large_);
 }
 
 char *ChunkSlabs::carve(size_t size) {
@@ -75,20 +76,57 @@ char *ChunkSlabs::carve(size_t size) {
     return slabs_[nslabs_ - 1] + at;
 }
 
+// [PROT_NONE page][chunk]. The table grows before the chunk is mapped, so
+// that a failure leaves nothing to undo; a debugger stopping the process
+// in here sees the entry only once it is complete.
+StackChunk *ChunkSlabs::map_large(size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (nlarge_ == large_cap_) {
+        size_t cap = large_cap_ ? 2 * large_cap_ : kPage / sizeof *large_;
+        void *t = large_ ? mremap(large_, large_cap_ * sizeof *large_, cap * sizeof *large_, MREMAP_MAYMOVE)
+                         : mmap(nullptr, cap * sizeof *large_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                -1, 0);
+        if (t == MAP_FAILED) return nullptr;
+        large_ = static_cast<StackChunk **>(t);
+        large_cap_ = cap;
+    }
+    void *p = mmap(nullptr, size + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    mprotect(p, kPage, PROT_NONE);
+    auto *c = reinterpret_cast<StackChunk *>(static_cast<char *>(p) + kPage);
+    c->large_index = nlarge_;
+    large_[nlarge_] = c;
+    __atomic_store_n(&nlarge_, nlarge_ + 1, __ATOMIC_RELEASE);
+    return c;
+}
+
+// The last entry takes the place of the one that goes.
+void ChunkSlabs::unmap_large(StackChunk *c) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        StackChunk *last = large_[nlarge_ - 1];
+        large_[c->large_index] = last;
+        last->large_index = c->large_index;
+        __atomic_store_n(&nlarge_, nlarge_ - 1, __ATOMIC_RELEASE);
+    }
+    munmap(c->lo() - kPage, c->size + kPage);
+}
+
 ChunkPool::~ChunkPool() {
     // Slab chunks go with the slabs; large chunks are mappings of their own.
     for (StackChunk *c = large_; c;) {
         StackChunk *n = c->next_free;
-        munmap(c->lo() - kPage, c->size + kPage);
+        slabs_.unmap_large(c);
         c = n;
     }
 }
 
 uint32_t ChunkPool::class_of(size_t bytes, size_t *rounded) {
     if (bytes <= 4096) {
-        size_t r = round_up(std::max<size_t>(bytes, 256), 256);
+        size_t r = round_up(std::max<size_t>(bytes, kChunkStep), kChunkStep);
         *rounded = r;
-        return static_cast<uint32_t>(r / 256 - 1); // 0..15
+        return static_cast<uint32_t>(r / kChunkStep - 1); // 0..15
     }
     uint32_t k = 16;
     size_t r = 8192;
@@ -105,7 +143,6 @@ void ChunkPool::init(StackChunk *c, size_t size, uint32_t klass) {
     c->guard = c->base() + slack_;
     c->klass = klass;
     c->cold = 0;
-    c->pad = 0;
     c->canary = kChunkCanary;
 }
 
@@ -146,13 +183,10 @@ StackChunk *ChunkPool::alloc_large(size_t bytes) {
             return c;
         }
     }
-    void *p = mmap(nullptr, size + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED) return nullptr;
-    mprotect(p, kPage, PROT_NONE);
+    StackChunk *c = slabs_.map_large(size);
+    if (!c) return nullptr;
     ++counters.carved;
     ++counters.large_mapped;
-    auto *c = reinterpret_cast<StackChunk *>(static_cast<char *>(p) + kPage);
     init(c, size, kLargeClass);
     return c;
 }
@@ -164,7 +198,7 @@ void ChunkPool::release(StackChunk *c) {
     }
     if (c->klass == kLargeClass) {
         if (cached_bytes_ + c->size > kChunkHighWater) {
-            munmap(c->lo() - kPage, c->size + kPage);
+            slabs_.unmap_large(c);
             ++counters.given_back;
             return;
         }

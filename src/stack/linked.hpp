@@ -62,6 +62,10 @@ inline constexpr size_t kDefaultMinChunk = 4096;  // the paper's MinChunk
 inline constexpr size_t kDefaultFirstChunk = 1792; // a thread's first chunk, TCB included
 inline constexpr size_t kMinFirstChunk = 1024;
 inline constexpr size_t kLargeChunk = 64 * 1024;   // above: a mapping of its own, with a guard page
+inline constexpr size_t kSlabBytes = size_t{4} << 20; // what ChunkSlabs maps at a time
+// Chunk sizes up to kLargeChunk are multiples of this, so every chunk in a
+// slab starts at a multiple of it (what lets a debugger walk a slab).
+inline constexpr size_t kChunkStep = 256;
 inline constexpr size_t kChunkHighWater = 8u << 20;
 // Unlinked chunks up to this size stay attached as the next link's chunk:
 // a loop calling across a chunk boundary (the "hot split") then costs a
@@ -76,7 +80,7 @@ struct StackChunk {
     char *guard;        // the value of %fs:0x70 while this chunk is current
     uint32_t klass;     // size class, kLargeClass: mapped alone
     uint32_t cold;      // pages above the header given back (madvise)
-    uint64_t pad;
+    uint64_t large_index; // kLargeClass: its entry in ChunkSlabs' table of mappings
     uint64_t canary;    // kChunkCanary: the first word an overflow writes
 
     char *lo() { return reinterpret_cast<char *>(this); }
@@ -95,7 +99,9 @@ struct ChunkCounters {
     uint64_t given_back = 0;  // chunks whose pages were given back (munmap or madvise)
 };
 
-// Address space for every vproc's chunks. Thread-safe.
+// Address space for every vproc's chunks: slabs for the small ones, a
+// mapping each for the large ones. Thread-safe. Debuggers find every chunk
+// here (core/debug.hpp), so both are kept in plain arrays.
 class ChunkSlabs {
 public:
     ChunkSlabs() = default;
@@ -105,6 +111,18 @@ public:
     // `size` (<= kLargeChunk) bytes aligned to min(size, page); nullptr when
     // out of memory.
     char *carve(size_t size);
+    // A large chunk of `size` bytes (page multiple), a PROT_NONE page below
+    // it, its large_index set (the rest of the header is the caller's);
+    // nullptr when out of memory.
+    StackChunk *map_large(size_t size);
+    void unmap_large(StackChunk *c);
+
+    // For the debugger's descriptor.
+    char *const *debug_slabs() const { return slabs_; }
+    const size_t *debug_nslabs() const { return &nslabs_; }
+    const size_t *debug_slab_used() const { return &used_; }
+    StackChunk *const *const *debug_large() const { return &large_; }
+    const size_t *debug_nlarge() const { return &nlarge_; }
 
 private:
     // No malloc here: carve runs inside __morestack on a few hundred bytes
@@ -114,6 +132,11 @@ private:
     size_t nslabs_ = 0;         // guarded by mu_
     size_t used_ = 0;           // guarded by mu_: bytes carved from the newest slab
     char *slabs_[kMaxSlabs];    // guarded by mu_
+    // The large chunks mapped now; entry i is the chunk whose large_index is
+    // i. Mapped and grown with mremap, for the same reason as slabs_.
+    StackChunk **large_ = nullptr; // guarded by mu_
+    size_t nlarge_ = 0;         // guarded by mu_
+    size_t large_cap_ = 0;      // guarded by mu_: entries the mapping holds
 };
 
 class ChunkPool {

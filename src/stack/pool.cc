@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 
 namespace weft::detail {
 
@@ -48,6 +49,33 @@ StackRegions::StackRegions() {
 StackRegions::~StackRegions() {
     for (unsigned id : valgrind_stacks_) WEFT_VALGRIND_STACK_DEREGISTER(id);
     for (const Region &r : regions_) munmap(r.base, r.bytes);
+    while (StackRunBlock *b = runs_) {
+        runs_ = b->next;
+        delete b;
+    }
+}
+
+// A debugger may stop the process between any two instructions here, and
+// reads the log without a lock: a run is complete before the count that
+// shows it is stored, and a slot joins a run before its TCB exists.
+// False when out of memory: a stack the debugger cannot see is not handed out.
+bool StackRegions::log_slot(char *lo, size_t size) {
+    StackRunBlock *b = runs_;
+    if (b && b->count) {
+        StackRun &last = b->runs[b->count - 1];
+        if (last.size == size && last.lo + last.count * (size + kRedZoneBytes) == lo) {
+            __atomic_store_n(&last.count, last.count + 1, __ATOMIC_RELEASE);
+            return true;
+        }
+    }
+    if (!b || b->count == StackRunBlock::kRuns) {
+        b = new (std::nothrow) StackRunBlock{runs_, 0, {}};
+        if (!b) return false;
+        __atomic_store_n(&runs_, b, __ATOMIC_RELEASE);
+    }
+    b->runs[b->count] = StackRun{lo, size, 1};
+    __atomic_store_n(&b->count, b->count + 1, __ATOMIC_RELEASE);
+    return true;
 }
 
 bool StackRegions::carve(size_t size, Stack *out) {
@@ -62,6 +90,7 @@ bool StackRegions::carve(size_t size, Stack *out) {
     }
     Region &r = regions_.back();
     char *base = r.base + r.used;
+    if (!log_slot(base + kRedZoneBytes, size)) return false;
     r.used += slot;
     if (WEFT_ON_VALGRIND()) valgrind_stacks_.push_back(WEFT_VALGRIND_STACK_REGISTER(base + kRedZoneBytes, base + slot));
     out->lo = base + kRedZoneBytes;

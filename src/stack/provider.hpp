@@ -56,6 +56,21 @@ inline constexpr size_t kReleaseBatch = 256;
 
 class StackPool;
 
+// Debuggers find fixed stacks through a log of every slot ever carved
+// (core/debug.hpp), kept as runs of neighbouring slots of one size: a
+// region of equal stacks is one entry, so the log costs nothing per thread.
+struct StackRun {
+    char *lo;       // usable start of the run's first slot
+    uint64_t size;  // usable bytes of each slot; slots are size + kRedZoneBytes apart
+    uint64_t count; // slots in the run
+};
+struct StackRunBlock {
+    static constexpr size_t kRuns = 62;
+    StackRunBlock *next; // the older block
+    uint64_t count;      // runs[0, count) are written
+    StackRun runs[kRuns];
+};
+
 struct Stack {
     char *lo = nullptr;   // lowest usable byte; the red page is just below
     size_t size = 0;      // usable bytes (a multiple of the page size)
@@ -96,6 +111,8 @@ public:
     StackRegions &operator=(const StackRegions &) = delete;
     // Carve one slot for `size` usable bytes (page multiple). Thread-safe.
     bool carve(size_t size, Stack *out);
+    // The newest block of the slot log, for the debugger's descriptor.
+    StackRunBlock *const *debug_runs() const { return &runs_; }
 
 private:
     struct Region {
@@ -107,6 +124,8 @@ private:
     std::vector<Region> regions_; // guarded by mu_
     long guard_budget_;           // guarded by mu_; stacks that may still get a guard page
     std::vector<unsigned> valgrind_stacks_; // guarded by mu_; ids of stacks registered with valgrind
+    StackRunBlock *runs_ = nullptr; // guarded by mu_ (read by debuggers): the slot log, newest block first
+    bool log_slot(char *lo, size_t size);
 };
 
 class StackPool final : public StackProvider {
