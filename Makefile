@@ -12,7 +12,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib pkg-config liburing-dev curl httperf \
-              libst-dev libboost-context-dev libboost-fiber-dev gcc-12-plugin-dev gdb
+              libst-dev libboost-context-dev libboost-fiber-dev gcc-12-plugin-dev gdb graphviz
 # Debian's python3 (which has python3-matplotlib), even where another is first on PATH.
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)

@@ -31,6 +31,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -81,6 +82,14 @@ typedef struct weft_config {
                             unavailable in sanitizer builds (then EINVAL). */
     size_t min_chunk;    /* WEFT_MIN_CHUNK (bytes, 1K..64K); default 4 KiB: the smallest
                             chunk a linked stack grows by (Capriccio's MinChunk). */
+    int graph_sample;    /* WEFT_GRAPH ("off", "on" = 1, or N); default off. The blocking
+                            graph (docs/observability.md): record one park in N; 1 records
+                            every park; -1: off whatever WEFT_GRAPH says. */
+    int graph_depth;     /* WEFT_GRAPH_DEPTH (1..8); default 8. Return addresses that name
+                            a blocking point (frame-pointer walk from the user's call). */
+    size_t mem_limit;    /* WEFT_MEM_LIMIT (bytes, K/M/G suffix); default: the memory
+                            cgroup's limit. The memory the resource-aware policy
+                            (policy "resource", docs/scheduling.md) rations. */
 } weft_config;
 
 /* Fill *cfg with "unset" values (zeros / NULL). */
@@ -403,6 +412,18 @@ typedef struct weft_stats {
  * Counters are read without stopping the vprocs: each is exact, the set is
  * a snapshot in motion. */
 int weft_stats_get(int vproc, weft_stats_t *out);
+
+/* The blocking graph (docs/observability.md), on when weft_config.graph_sample
+ * or WEFT_GRAPH says so: nodes are the places threads block (named by the
+ * call chain that got there), edges what threads did between two of them,
+ * with counts, mean running times and resource changes, merged over every
+ * vproc. Written as JSON or as Graphviz DOT. Returns 0, EINVAL (NULL out,
+ * unknown format), ENODATA (the graph is off), EPERM (outside weft_main) or
+ * EIO (the stream failed). SIGUSR2 writes both forms to
+ * $WEFT_GRAPH_DIR/weft-graph-<pid>.{json,dot} (default: the working
+ * directory) while the graph is on, unless the program handles SIGUSR2. */
+enum { WEFT_GRAPH_JSON = 0, WEFT_GRAPH_DOT = 1 };
+int weft_graph_dump(FILE *out, int format);
 
 #pragma GCC visibility pop
 

@@ -37,17 +37,18 @@ std::string stats_json(const char *server, const char *mode, double uptime_s, co
 }
 
 void stats_reply(const char *server, const http::Request &req, bool keep_alive, const std::string *body,
-                 http::Reply *out) {
+                 http::Reply *out, unsigned status, const char *type) {
     out->clear();
-    out->status = 200;
+    out->status = status;
     out->keep_alive = keep_alive;
     out->body = req.method == http::Method::Head ? http::BodyKind::None : http::BodyKind::Memory;
     out->mem = body->data();
     out->length = out->body == http::BodyKind::Memory ? body->size() : 0;
     int n = snprintf(out->head, sizeof out->head,
-                     "HTTP/1.1 200 OK\r\nServer: %s\r\nContent-Type: application/json\r\n"
+                     "HTTP/1.1 %u %.*s\r\nServer: %s\r\nContent-Type: %s\r\n"
                      "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: %s\r\n\r\n",
-                     server, body->size(), keep_alive ? "keep-alive" : "close");
+                     status, static_cast<int>(http::reason_phrase(static_cast<uint16_t>(status)).size()),
+                     http::reason_phrase(static_cast<uint16_t>(status)).data(), server, type, body->size(), keep_alive ? "keep-alive" : "close");
     out->head_len = static_cast<uint32_t>(n);
 }
 

@@ -35,9 +35,10 @@ bool is_stats_target(std::string_view target);
 std::string stats_json(const char *server, const char *mode, double uptime_s, const ServerCounters &c,
                        const http::FileCache::Counters &cache, std::string_view extra = {});
 
-// The reply carrying `*body` (JSON, kept alive by the caller while it is
-// sent): 200, no-store; HEAD gets the head alone.
+// The reply carrying `*body` (JSON unless `type` says otherwise, kept alive
+// by the caller while it is sent): `status`, no-store; HEAD gets the head
+// alone.
 void stats_reply(const char *server, const http::Request &req, bool keep_alive, const std::string *body,
-                 http::Reply *out);
+                 http::Reply *out, unsigned status = 200, const char *type = "application/json");
 
 } // namespace weft::srv

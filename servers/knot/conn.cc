@@ -1,16 +1,23 @@
 // One connection, one weft thread: read a request, answer it, repeat. The
 // code is what a programmer writes for kernel threads; weft makes each
 // blocking call park only this thread.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "access_log.hpp"
 #include "knot.hpp"
@@ -121,6 +128,111 @@ void stats_reply(Server &s, const Request &req, bool keep_alive, std::string *bo
     weft::srv::stats_reply("weft-knot", req, keep_alive, body, out);
 }
 
+// The blocking graph, live (--stats and WEFT_GRAPH): /.weft/graph.json,
+// /.weft/graph.dot, and /.weft/graph.svg drawn by Graphviz's dot, which
+// runs in an offload worker so that only this connection's thread waits.
+enum class GraphPage { None, Json, Dot, Svg };
+
+GraphPage graph_page(std::string_view target) {
+    target = target.substr(0, target.find('?'));
+    if (target == "/.weft/graph.json") return GraphPage::Json;
+    if (target == "/.weft/graph.dot") return GraphPage::Dot;
+    if (target == "/.weft/graph.svg") return GraphPage::Svg;
+    return GraphPage::None;
+}
+
+// The graph as `format`, or the reason there is none.
+int graph_text(int format, std::string *out) {
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return errno;
+    int e = weft_graph_dump(f, format);
+    std::fclose(f);
+    if (!e) out->assign(buf, len);
+    std::free(buf);
+    return e;
+}
+
+struct DotJob {
+    const std::string *dot;
+    std::string svg;
+    std::string error;
+};
+
+// In an offload worker: dot -Tsvg, the DOT text on its standard input.
+// nullptr on success.
+void *render_svg(void *p) {
+    auto *job = static_cast<DotJob *>(p);
+    int in = memfd_create("weft-graph.dot", MFD_CLOEXEC);
+    int out[2];
+    if (in < 0 || pipe2(out, O_CLOEXEC) != 0) {
+        job->error = std::string("cannot run dot: ") + std::strerror(errno);
+        if (in >= 0) close(in);
+        return p;
+    }
+    if (write(in, job->dot->data(), job->dot->size()) != static_cast<ssize_t>(job->dot->size()) ||
+        lseek(in, 0, SEEK_SET) != 0) {
+        job->error = std::string("cannot run dot: ") + std::strerror(errno);
+        close(in), close(out[0]), close(out[1]);
+        return p;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in, 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    char arg0[] = "dot", arg1[] = "-Tsvg";
+    char *argv[] = {arg0, arg1, nullptr};
+    pid_t pid;
+    int e = posix_spawnp(&pid, "dot", &fa, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in);
+    close(out[1]);
+    if (e) {
+        close(out[0]);
+        job->error = e == ENOENT ? "Graphviz is not installed (no dot on PATH): read /.weft/graph.dot instead"
+                                 : std::string("cannot run dot: ") + std::strerror(e);
+        return p;
+    }
+    char chunk[16384];
+    ssize_t n;
+    while ((n = read(out[0], chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0) job->svg.append(chunk, static_cast<size_t>(n));
+    close(out[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        job->error = "dot failed";
+        return p;
+    }
+    return nullptr;
+}
+
+void graph_reply(GraphPage page, const Request &req, bool keep_alive, std::string *body, Reply *out) {
+    std::string dot;
+    int e = graph_text(page == GraphPage::Json ? WEFT_GRAPH_JSON : WEFT_GRAPH_DOT, page == GraphPage::Svg ? &dot : body);
+    if (e) {
+        *body = e == ENODATA ? "the blocking graph is off: start weft-knot with WEFT_GRAPH=1 (docs/observability.md)\n"
+                             : std::string("cannot write the blocking graph: ") + std::strerror(e) + "\n";
+        weft::srv::stats_reply("weft-knot", req, keep_alive, body, out, e == ENODATA ? 404 : 500, "text/plain");
+        return;
+    }
+    if (page == GraphPage::Svg) {
+        DotJob job{&dot, {}, {}};
+        if (weft_offload(render_svg, &job) != nullptr) {
+            *body = job.error + "\n";
+            weft::srv::stats_reply("weft-knot", req, keep_alive, body, out, 503, "text/plain");
+            return;
+        }
+        *body = std::move(job.svg);
+    }
+    const char *type = page == GraphPage::Json ? "application/json"
+                       : page == GraphPage::Dot ? "text/vnd.graphviz"
+                                                : "image/svg+xml";
+    weft::srv::stats_reply("weft-knot", req, keep_alive, body, out, 200, type);
+}
+
 // Read and drop a request body of `len` bytes, `have` of which are in the
 // buffer after the head. False if the client went away or was too slow.
 bool skip_body(int fd, char *in, size_t head_len, size_t *have, uint64_t len) {
@@ -211,8 +323,11 @@ void serve_connection(Server &s, int fd, const struct sockaddr_storage &peer) {
         if (req.has_body && !skip_body(fd, in, req.head_len, &have, req.body_len)) break;
 
         const bool allow_keep_alive = !s.stopping.load(std::memory_order_relaxed) && served < s.opt.max_requests;
+        GraphPage gp = s.opt.stats ? graph_page(req.target) : GraphPage::None;
         if (s.opt.stats && weft::srv::is_stats_target(req.target))
             stats_reply(s, req, allow_keep_alive && req.keep_alive, &stats_body, &reply);
+        else if (gp != GraphPage::None)
+            graph_reply(gp, req, allow_keep_alive && req.keep_alive, &stats_body, &reply);
         else
             s.responder->respond(req, allow_keep_alive, &reply);
         bool ok = send_reply(s, fd, reply);

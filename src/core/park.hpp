@@ -41,6 +41,7 @@
 
 #include "core/vproc.hpp"
 #include "core/waitq.hpp"
+#include "observe/graph.hpp"
 
 // The blocking site of a public weft_* function: its caller's address.
 #define WEFT_SITE() __builtin_return_address(0)
@@ -106,6 +107,7 @@ inline void wake(Tcb *t, int result, bool smp) {
     self->park_reason = static_cast<uint8_t>(reason);
     self->park_site = site;
     vp->stats.parks[reason].add();
+    if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_park(self, reason, site, __builtin_frame_address(0));
     if (!vp->fifo && vp->pol->on_park) vp->pol->on_park(vp->pol_state, self, reason, site);
     if (deadline) {
         self->timer.fire = park_timeout;
@@ -113,6 +115,7 @@ inline void wake(Tcb *t, int result, bool smp) {
     }
     self = vp->schedule();
     vp = self->vp; // not kept across the switch (it clobbers every register)
+    if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_resume(self);
     // Running again on the home vproc; the waker is done with us. The timer
     // goes first: once it is cancelled nobody else can look at this park.
     if (deadline && self->timer.armed()) vp->timers.cancel(&self->timer);

@@ -1,6 +1,8 @@
 // weft_main: configuration, vproc kernel threads, start and shutdown.
 #include "core/runtime.hpp"
 
+#include "observe/graph.hpp"
+
 #include <cxxabi.h>
 #include <sched.h>
 #include <signal.h>
@@ -37,6 +39,11 @@ Runtime::Runtime(const RuntimeConfig &c) : cfg(c), smp(c.vprocs > 1) {
     offload = std::make_unique<OffloadPool>(cfg.workers);
     for (auto &vp : vprocs) vproc_list.push_back(vp.get());
     debug_register(this);
+    if (cfg.graph_sample) {
+        graph_tsc0 = graph_ticks();
+        graph_ns0 = now_ns();
+        start_graph_dumper(this);
+    }
 }
 
 // The offload workers may still be inside a wake-up of some vproc: join them
@@ -44,6 +51,7 @@ Runtime::Runtime(const RuntimeConfig &c) : cfg(c), smp(c.vprocs > 1) {
 // before it.
 Runtime::~Runtime() {
     debug_unregister(this);
+    stop_graph_dumper(this);
     offload.reset();
     vprocs.clear();
 }
@@ -175,6 +183,11 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
     if (out->min_chunk < 1024 || out->min_chunk > kLargeChunk)
         return config_error("min_chunk %s: expected 1K .. 64K", "out of range");
 
+    if (!resolve_graph_config(c.graph_sample, c.graph_depth, &out->graph_sample, &out->graph_depth)) {
+        errno = EINVAL;
+        return false;
+    }
+
     const char *policy = c.policy;
     if (!policy) policy = std::getenv("WEFT_POLICY");
     if (policy && *policy) {
@@ -185,6 +198,21 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
             return false;
         }
     }
+    // The resource-aware policy queues threads by the graph node they
+    // blocked at: it needs the graph, recording every park.
+    if (out->policy == &kResourcePolicy) {
+        if (out->graph_sample > 1)
+            return config_error("policy resource: the blocking graph must record every park (WEFT_GRAPH=1), not %s",
+                                "one in N");
+        out->graph_sample = 1;
+    }
+    out->mem_limit = c.mem_limit;
+    if (!out->mem_limit)
+        if (const char *e = std::getenv("WEFT_MEM_LIMIT"); e && *e) {
+            size_t v;
+            if (!parse_size(e, &v) || v == 0) return config_error("WEFT_MEM_LIMIT=%s: expected bytes, e.g. 512M or 2G", e);
+            out->mem_limit = v;
+        }
     return true;
 }
 

@@ -15,6 +15,8 @@
 
 namespace weft::detail {
 
+struct GraphDumper;
+
 struct RuntimeConfig {
     int vprocs = 1;
     bool pin = false;
@@ -26,6 +28,9 @@ struct RuntimeConfig {
     int sendfile_mode = 1;             // WEFT_SENDFILE_NONBLOCKING
     bool linked = false;               // WEFT_STACKS=linked: threads get linked stacks by default
     size_t min_chunk = kDefaultMinChunk; // WEFT_MIN_CHUNK
+    int graph_sample = 0;              // WEFT_GRAPH: 0 off, N: one park in N
+    int graph_depth = 8;               // WEFT_GRAPH_DEPTH
+    uint64_t mem_limit = 0;            // WEFT_MEM_LIMIT: the resource policy's memory capacity (0: the cgroup's)
 
     // Offload workers: enough that a few slow disk reads or a blocking
     // sendfile do not hold up the others, few enough to cost nothing idle
@@ -52,6 +57,8 @@ struct Runtime {
     std::vector<int> cpus;             // with cfg.pin: the CPUs vproc i % n is pinned to
     std::vector<Vproc *> vproc_list;   // vprocs as a plain array, for debuggers
     RuntimeDebug debug{};              // what debuggers read (core/debug.hpp)
+    uint64_t graph_tsc0 = 0, graph_ns0 = 0; // the blocking graph's clock at the start
+    GraphDumper *graph_dumper = nullptr; // SIGUSR2 dumps (observe/graph.cc)
 
     void thread_started() {
         if (smp) live.fetch_add(1, std::memory_order_relaxed);

@@ -25,6 +25,7 @@ namespace weft::detail {
 
 struct Vproc;
 struct WaitQueue;
+struct GraphThread;
 
 enum class ThreadState : uint8_t {
     Ready,   // in a run queue or an inbox
@@ -84,6 +85,7 @@ struct Tcb {
     uint64_t io_timeout = 0;     // I/O limit per blocking call, ns (0: none)
     uint64_t io_deadline = 0;    // absolute I/O deadline, ns (0: none)
     char name[kThreadNameMax];   // name[0] == 0: unnamed (set by create_thread)
+    GraphThread *graph = nullptr; // the blocking graph's record of it (observe/graph.hpp), while the graph is on
 };
 
 // Where the TCB of a thread whose stack ends at `hi` lives: the top of the

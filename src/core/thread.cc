@@ -49,6 +49,7 @@ WEFT_NO_STACK_CHECK void thread_start(void *p);
     }
     self->retval = ret;
     vp = tls_vproc; // destructors may have parked; still the home vproc
+    if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_exit(self);
     vp->stats.exited.add();
     // A joiner on this vproc can be made ready now: it cannot run, and so
     // cannot free this stack, before we have switched off it. That lets us
@@ -79,6 +80,7 @@ void thread_start(void *p) {
     first.finish();
     Vproc *vp = tls_vproc;
     if (vp->dead) vp->reap_dead();
+    if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_start(self);
     *vp->errno_loc = 0;
     void *ret;
     try {
@@ -176,6 +178,7 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     context_init(&t->ctx, t, thread_start, t);
 
     rt->thread_started();
+    ++vp->res_threads;
     // Counted on the home vproc at once, so created - exited is what lives
     // there; from another vproc that takes an atomic add (rare).
     if (target == vp) vp->stats.created.add();
@@ -306,9 +309,13 @@ int weft_yield(void) {
         }
     }
     vp->stats.yields.add();
+    if (__builtin_expect(vp->graph != nullptr, 0))
+        vp->graph->on_park(self, kYieldReason, WEFT_SITE(), __builtin_frame_address(0));
     self->state = ThreadState::Ready;
     vp->enqueue_local(self);
-    vp->schedule();
+    self = vp->schedule();
+    vp = self->vp;
+    if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_resume(self);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/park.hpp"
 #include "core/runtime.hpp"
+#include "observe/graph.hpp"
 
 namespace weft::detail {
 
@@ -36,9 +37,14 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
     loop.id = 0;
     std::snprintf(loop.name, sizeof loop.name, "vproc-%d-loop", index);
     current = &loop;
+    if (rt->cfg.graph_sample)
+        graph = new BlockingGraph(this, static_cast<uint32_t>(rt->cfg.graph_sample), rt->cfg.graph_depth);
 }
 
-Vproc::~Vproc() { pol->destroy(pol_state); }
+Vproc::~Vproc() {
+    pol->destroy(pol_state);
+    delete graph;
+}
 
 void Vproc::refill_thread_ids() {
     id_next = g_next_id_block.fetch_add(kIdBlock, std::memory_order_relaxed);

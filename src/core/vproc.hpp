@@ -51,6 +51,7 @@
 namespace weft::detail {
 
 struct Runtime;
+class BlockingGraph;
 
 // Dispatches between two polls of timers and inbox while threads are always
 // ready: amortises the clock read to well under 1 ns per switch while a
@@ -71,6 +72,18 @@ public:
 
 private:
     std::atomic<uint64_t> v_{0};
+};
+
+// A signed count written by one kernel thread (no read-modify-write), read by any.
+class LocalCount {
+public:
+    void add(int64_t n) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+    void operator++() { add(1); }
+    void operator--() { add(-1); }
+    int64_t get() const { return v_.load(std::memory_order_relaxed); }
+
+private:
+    std::atomic<int64_t> v_{0};
 };
 
 struct VprocCounters {
@@ -139,6 +152,11 @@ struct Vproc {
     void *altstack = nullptr;     // signal stack for overflow reports
     int *errno_loc = nullptr;     // &errno of this vproc's kernel thread (fixed for its life)
     uint64_t *eh_globals = nullptr; // its C++ exception globals (__cxa_get_globals, also fixed)
+    BlockingGraph *graph = nullptr; // the blocking graph of its threads (observe/graph.hpp), null: off
+    // The graph's and the resource-aware policy's readings, written by this
+    // vproc only (plain adds), read by any: descriptors its threads opened
+    // through weft less those they closed, and threads they created.
+    LocalCount res_fds, res_threads;
 
     // --- scheduling: called on this vproc only ---
     void run_loop();              // until the runtime stops

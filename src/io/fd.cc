@@ -138,6 +138,7 @@ FdState *fd_state(Vproc *vp, int fd) {
 }
 
 void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonblock) {
+    ++vp->res_fds;
     FdState *s = vp->rt->fds.get(fd);
     if (!s) return;
     SpinGuard g(s->lock, vp->smp);

@@ -88,10 +88,15 @@ int weft_open(const char *path, int flags, ...) {
         how.resolve = RESOLVE_CACHED;
         vp->stats.io_syscalls.add();
         long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
-        if (fd >= 0) return static_cast<int>(fd);
+        if (fd >= 0) {
+            ++vp->res_fds;
+            return static_cast<int>(fd);
+        }
         if (errno != EAGAIN && errno != ENOSYS && errno != EINVAL) return -1;
     }
-    return offload_syscall(vp, WEFT_SITE(), [&] { return open(path, flags, mode); });
+    int fd = static_cast<int>(offload_syscall(vp, WEFT_SITE(), [&] { return open(path, flags, mode); }));
+    if (fd >= 0) ++tls_vproc->res_fds; // (the home vproc again after the park)
+    return fd;
 }
 
 ssize_t weft_pread(int fd, void *buf, size_t count, off_t offset) {

@@ -332,6 +332,9 @@ int weft_close(int fd) {
         if (FdState *s = vp->rt->fds.get(fd); s && (s->kind != FdKind::Unknown || s->head))
             fd_forget(vp, s, fd);
         vp->stats.io_syscalls.add();
+        int r = close(fd);
+        if (r == 0) --vp->res_fds;
+        return r;
     }
     return close(fd);
 }

@@ -37,11 +37,12 @@ struct PolicyOps {
     void (*on_park)(void *state, Tcb *t, int reason, const void *site);
 };
 
-// The policy called `name`, or nullptr. Names: "fifo".
+// The policy called `name`, or nullptr. Names: "fifo", "resource".
 const PolicyOps *find_policy(const char *name);
 // Comma-separated list of known names, for error messages.
 const char *policy_names();
 
 extern const PolicyOps kFifoPolicy;
+extern const PolicyOps kResourcePolicy; // sched/resource.hpp
 
 } // namespace weft::detail

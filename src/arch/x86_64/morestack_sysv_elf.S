@@ -150,6 +150,11 @@ __morestack:
         ud2
         .cfi_endproc
         .size   __morestack, .-__morestack
+        /* Its end, for weft's own stack walks (observe/graph.cc): a frame
+         * returning into __morestack is a chunk boundary. */
+        .globl  weft_morestack_end
+        .hidden weft_morestack_end
+weft_morestack_end:
 
 /*
  * gold calls this instead of __morestack from split-stack functions that

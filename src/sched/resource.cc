@@ -1,0 +1,322 @@
+// The resource-aware policy (resource.hpp): the scheduler, the readings of
+// each rationed resource, and the policy table that binds them to a vproc.
+#include "sched/resource.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/runtime.hpp"
+#include "observe/graph.hpp"
+#include "sched/policy.hpp"
+
+namespace weft::detail {
+
+const char *const kRationedNames[kRCount] = {"cpu", "memory", "descriptors"};
+
+// --- the scheduler ---
+
+ResourceScheduler::Queue &ResourceScheduler::queue(uint32_t node) {
+    if (node >= queues_.size()) {
+        size_t old = queues_.size();
+        queues_.resize(node + 1 > 2 * old ? node + 1 : 2 * old);
+        for (size_t i = old; i < queues_.size(); ++i) {
+            queues_[i].tickets = p_.base;
+            queues_[i].stride = kStrideOne / p_.base;
+        }
+    }
+    return queues_[node];
+}
+
+void ResourceScheduler::heap_swap(size_t i, size_t j) {
+    std::swap(heap_[i], heap_[j]);
+    queues_[heap_[i]].heap_at = static_cast<int32_t>(i);
+    queues_[heap_[j]].heap_at = static_cast<int32_t>(j);
+}
+
+void ResourceScheduler::sift_up(size_t i) {
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!before(heap_[i], heap_[parent])) break;
+        heap_swap(i, parent);
+        i = parent;
+    }
+}
+
+void ResourceScheduler::sift_down(size_t i) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < heap_.size() && before(heap_[l], heap_[m])) m = l;
+        if (r < heap_.size() && before(heap_[r], heap_[m])) m = r;
+        if (m == i) return;
+        heap_swap(i, m);
+        i = m;
+    }
+}
+
+void ResourceScheduler::enqueue(Tcb *t, uint32_t node) {
+    Queue &q = queue(node);
+    t->next = nullptr;
+    if (q.tail) {
+        q.tail->next = t;
+        q.tail = t;
+    } else {
+        q.head = q.tail = t;
+        // Back from idle: join a stride past the current pass, no credit for
+        // the idle time.
+        if (q.pass < global_pass_ + q.stride) q.pass = global_pass_ + q.stride;
+        q.heap_at = static_cast<int32_t>(heap_.size());
+        heap_.push_back(node);
+        sift_up(heap_.size() - 1);
+    }
+    ++ready_;
+}
+
+Tcb *ResourceScheduler::pick() {
+    if (heap_.empty()) return nullptr;
+    uint32_t node = heap_[0];
+    Queue &q = queues_[node];
+    Tcb *t = q.head;
+    q.head = t->next;
+    global_pass_ = q.pass;
+    q.pass += q.stride;
+    if (!q.head) {
+        q.tail = nullptr;
+        q.heap_at = -1;
+        heap_[0] = heap_.back();
+        heap_.pop_back();
+        if (!heap_.empty()) {
+            queues_[heap_[0]].heap_at = 0;
+            sift_down(0);
+        }
+    } else {
+        sift_down(0);
+    }
+    --ready_;
+    return t;
+}
+
+void ResourceScheduler::set_utilization(const double (&util)[kRCount]) {
+    for (int r = 0; r < kRCount; ++r) {
+        util_[r] = util[r];
+        if (util[r] < 0) over_[r] = false;
+        else if (util[r] >= p_.high) over_[r] = true;
+        else if (util[r] < p_.low) over_[r] = false; // between the two: as it was
+    }
+}
+
+uint32_t ResourceScheduler::tickets_for(const Forecast &f) const {
+    double t = p_.base;
+    if (!f.known) return p_.base;
+    // +1 acquires, -1 releases, 0 neither.
+    auto sign = [](double v, double eps) { return v > eps ? 1 : v < -eps ? -1 : 0; };
+    int way[kRCount];
+    way[kRMem] = sign(f.heap, p_.heap_epsilon);
+    way[kRFds] = sign(f.fds, p_.count_epsilon);
+    // CPU: new work is a thread created or a descriptor opened; finishing
+    // work is a descriptor closed.
+    way[kRCpu] = f.threads > p_.count_epsilon || f.fds > p_.count_epsilon ? 1 : f.fds < -p_.count_epsilon ? -1 : 0;
+    for (int r = 0; r < kRCount; ++r) {
+        if (over_[r]) {
+            if (way[r] < 0) t *= p_.promote;
+            else if (way[r] > 0) t /= p_.demote;
+        } else if (util_[r] >= 0 && util_[r] < p_.low / 2 && way[r] > 0) {
+            t *= 2;
+        }
+    }
+    if (t < 1) return 1;
+    if (t > p_.max_tickets) return p_.max_tickets;
+    return static_cast<uint32_t>(t);
+}
+
+void ResourceScheduler::set_tickets(uint32_t node, uint32_t tickets) {
+    Queue &q = queue(node);
+    if (tickets == q.tickets) return;
+    uint64_t stride = kStrideOne / tickets;
+    if (q.pass > global_pass_) {
+        unsigned __int128 left = q.pass - global_pass_;
+        q.pass = global_pass_ + static_cast<uint64_t>(left * stride / q.stride);
+    }
+    q.tickets = tickets;
+    q.stride = stride;
+}
+
+// --- the readings ---
+
+namespace {
+
+// The priorities are recomputed this often (and only while the vproc is
+// picking threads): 10 ms follows a change of load within a few periods
+// and costs four small reads per period.
+constexpr uint64_t kPeriodNs = 10'000'000;
+constexpr uint32_t kPicksBetweenClockReads = 64;
+// Major page faults per second taken as the sign of thrashing: memory is
+// then over-booked whatever the counts say (Capriccio §4.2.2).
+constexpr double kThrashFaultsPerSec = 200;
+
+uint64_t thread_cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A small file's first number ("max" and the like: 0).
+uint64_t read_number(int fd) {
+    char buf[64];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    return std::strtoull(buf, nullptr, 10);
+}
+
+// The memory limit of the process's cgroup (v2), the smallest of it and its
+// ancestors'; 0 if none.
+uint64_t cgroup_memory_limit() {
+    FILE *f = std::fopen("/proc/self/cgroup", "re");
+    if (!f) return 0;
+    char line[4096];
+    std::string path;
+    while (std::fgets(line, sizeof line, f))
+        if (!std::strncmp(line, "0::", 3)) {
+            path = line + 3;
+            while (!path.empty() && path.back() == '\n') path.pop_back();
+        }
+    std::fclose(f);
+    if (path.empty()) return 0;
+    uint64_t limit = 0;
+    for (;;) {
+        std::string file = "/sys/fs/cgroup" + (path == "/" ? std::string() : path) + "/memory.max";
+        int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            uint64_t v = read_number(fd);
+            close(fd);
+            if (v && (!limit || v < limit)) limit = v;
+        }
+        if (path == "/" || path.empty()) break;
+        size_t slash = path.rfind('/');
+        path = slash == 0 ? "/" : path.substr(0, slash);
+    }
+    return limit;
+}
+
+int count_open_fds() {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return 0;
+    int n = 0;
+    while (dirent *e = readdir(d))
+        if (e->d_name[0] != '.') ++n;
+    closedir(d);
+    return n - 1; // the directory's own descriptor
+}
+
+struct ResourceState {
+    Vproc *vp;
+    ResourceScheduler sched;
+    uint32_t countdown = kPicksBetweenClockReads;
+    uint64_t last_ns = 0, last_cpu_ns = 0, last_majflt = 0;
+    uint64_t mem_limit = 0; // bytes, 0: none known
+    int statm = -1;         // /proc/self/statm
+    int64_t fds_base = 0;   // descriptors open when the runtime started
+    uint64_t fds_limit = 0;
+    double util[kRCount] = {-1, -1, -1};
+
+    explicit ResourceState(Vproc *v) : vp(v) {
+        mem_limit = v->rt->cfg.mem_limit ? v->rt->cfg.mem_limit : cgroup_memory_limit();
+        statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+        fds_base = count_open_fds();
+        rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) fds_limit = rl.rlim_cur;
+        last_ns = now_ns();
+        last_cpu_ns = thread_cpu_ns();
+        rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        last_majflt = static_cast<uint64_t>(ru.ru_majflt);
+    }
+    ~ResourceState() {
+        if (statm >= 0) close(statm);
+    }
+
+    // Anonymous memory of the process (resident less file-backed), bytes.
+    uint64_t anon_bytes() const {
+        char buf[256];
+        ssize_t n = statm >= 0 ? pread(statm, buf, sizeof buf - 1, 0) : -1;
+        if (n <= 0) return 0;
+        buf[n] = 0;
+        unsigned long long size, resident, shared;
+        if (std::sscanf(buf, "%llu %llu %llu", &size, &resident, &shared) != 3) return 0;
+        return (resident > shared ? resident - shared : 0) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    }
+
+    void measure(uint64_t now) {
+        double dt = static_cast<double>(now - last_ns);
+        uint64_t cpu = thread_cpu_ns();
+        util[kRCpu] = static_cast<double>(cpu - last_cpu_ns) / dt;
+        last_cpu_ns = cpu;
+        rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        auto majflt = static_cast<uint64_t>(ru.ru_majflt);
+        double faults_per_sec = static_cast<double>(majflt - last_majflt) / (dt / 1e9);
+        last_majflt = majflt;
+        util[kRMem] = mem_limit ? static_cast<double>(anon_bytes()) / static_cast<double>(mem_limit) : -1;
+        if (faults_per_sec >= kThrashFaultsPerSec && util[kRMem] < 1) util[kRMem] = 1;
+        if (fds_limit) {
+            int64_t open_now = fds_base;
+            for (auto &v : vp->rt->vprocs) open_now += v->res_fds.get();
+            util[kRFds] = static_cast<double>(open_now) / static_cast<double>(fds_limit);
+        }
+        last_ns = now;
+    }
+
+    Forecast forecast(uint32_t node) const {
+        Forecast f;
+        const BlockingGraph *g = vp->graph;
+        if (!g || node == 0 || node > g->node_count()) return f;
+        const GraphNode &n = g->node(node - 1);
+        if (!n.outs.load(std::memory_order_relaxed)) return f;
+        f.known = true;
+        f.ticks = n.out_ticks.get();
+        f.heap = n.out_res[kResHeap].get();
+        f.fds = n.out_res[kResFds].get();
+        f.threads = n.out_res[kResThreads].get();
+        return f;
+    }
+
+    void maybe_update() {
+        if (--countdown) return;
+        countdown = kPicksBetweenClockReads;
+        uint64_t now = now_ns();
+        if (now - last_ns < kPeriodNs) return;
+        measure(now);
+        sched.update(util, vp->graph ? vp->graph->node_count() : 0, [this](uint32_t n) { return forecast(n); });
+    }
+};
+
+void *resource_create(Vproc *vp) { return new ResourceState(vp); }
+void resource_destroy(void *s) { delete static_cast<ResourceState *>(s); }
+
+void resource_enqueue(void *s, Tcb *t) {
+    auto *st = static_cast<ResourceState *>(s);
+    st->sched.enqueue(t, t->graph ? t->graph->at : ResourceScheduler::kNewWork);
+}
+
+Tcb *resource_pick(void *s) {
+    auto *st = static_cast<ResourceState *>(s);
+    st->maybe_update();
+    return st->sched.pick();
+}
+
+size_t resource_ready(void *s) { return static_cast<ResourceState *>(s)->sched.ready(); }
+
+} // namespace
+
+const PolicyOps kResourcePolicy = {"resource", resource_create, resource_destroy, resource_enqueue,
+                                   resource_pick, resource_ready, nullptr};
+
+} // namespace weft::detail

@@ -1,0 +1,135 @@
+// The resource-aware policy (Capriccio §4.2): run queues per blocking-graph
+// node, node priorities from what running a thread there is expected to
+// cost and from how booked each resource is, nodes chosen by stride
+// scheduling, threads FIFO within a node.
+//
+// The forecast of a node is the blocking graph's average over the edges
+// leaving it (observe/graph.hpp): running time, heap bytes, descriptors and
+// threads created. Every `period` the policy reads the utilization of each
+// rationed resource (ResourceMonitor, below) and recomputes the tickets of
+// every node:
+//
+//   - a resource is *over-booked* from the moment its utilization reaches
+//     `high` until it falls below `low` (the hysteresis);
+//   - while one is over-booked, nodes that release it get `promote` times
+//     their tickets and nodes that acquire it are divided by `demote`
+//     (at least 1 ticket: the policy stays work-conserving, a held node
+//     still runs when nothing else is ready);
+//   - while one has plenty of room (below low / 2), nodes that acquire it
+//     get twice their tickets: more of it in use means more throughput.
+//
+// What "acquires" means per resource: memory, a positive heap change;
+// descriptors, a positive descriptor change; CPU, new work — threads
+// created or descriptors opened (the acceptor's edge): under CPU overload
+// the policy finishes admitted work before it admits more. That is the
+// admission control: new work waits (in the kernel's accept queue) while a
+// resource it would take is over-booked.
+//
+// Stride scheduling: each node with ready threads has a pass; the smallest
+// pass runs next and advances by stride = kStrideOne / tickets. A node that
+// becomes ready again resumes one stride past the current global pass (as
+// a new client of stride scheduling does), so an idle spell earns no burst
+// and, among nodes readied together, the one with more tickets runs first.
+// When a node's tickets change, what is left of its current stride is
+// scaled to the new one (Waldspurger's rule for dynamic tickets), so a node
+// demoted a while ago does not carry its long stride into a promotion. The nodes with ready threads are kept in a binary heap by
+// pass: pick is O(log k) in the number k of such nodes (a few, in practice;
+// Capriccio claims O(1) without saying how), enqueue O(1) unless the node
+// was idle (then O(log k)).
+//
+// ResourceScheduler is the queueing and priority logic on its own, tested on
+// synthetic forecasts (tests/test_graph.cc); resource.cc binds it to a vproc,
+// its graph and the machine's resource readings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/tcb.hpp"
+
+namespace weft::detail {
+
+// The rationed resources.
+enum RationedResource : int { kRCpu, kRMem, kRFds, kRCount };
+extern const char *const kRationedNames[kRCount];
+
+// What running a thread parked at a node is expected to change.
+struct Forecast {
+    bool known = false;  // the node has outgoing edges measured
+    double ticks = 0;    // running time
+    double heap = 0;     // heap bytes
+    double fds = 0;      // descriptors
+    double threads = 0;  // threads created
+};
+
+struct ResourceParams {
+    double high = 0.90;        // a resource is over-booked from this utilization ...
+    double low = 0.80;         // ... until it falls below this
+    uint32_t base = 100;       // tickets of a node nothing promotes or demotes
+    uint32_t promote = 4;      // factor for nodes that release an over-booked resource
+    uint32_t demote = 16;      // divisor for nodes that acquire one
+    uint32_t max_tickets = 100 * 4 * 4 * 4 * 2;
+    double heap_epsilon = 256; // heap change below this many bytes is neither
+    double count_epsilon = 0.05; // nor is a descriptor or thread change below this
+};
+
+class ResourceScheduler {
+public:
+    static constexpr uint64_t kStrideOne = uint64_t{1} << 24;
+    static constexpr uint32_t kNewWork = 0; // the queue of threads without a node (new threads)
+
+    explicit ResourceScheduler(const ResourceParams &p = {}) : p_(p) {}
+
+    // node: graph node index + 1, or kNewWork.
+    void enqueue(Tcb *t, uint32_t node);
+    Tcb *pick();
+    size_t ready() const { return ready_; }
+
+    // New utilizations (usage / capacity; negative: capacity unknown, never
+    // over-booked) and the forecast of every node 1..nodes: recompute the
+    // tickets. A node first seen later starts with `base` until the next
+    // update.
+    template <class ForecastFn> void update(const double (&util)[kRCount], uint32_t nodes, ForecastFn &&forecast) {
+        set_utilization(util);
+        queue(nodes);
+        for (uint32_t n = 0; n < queues_.size(); ++n) set_tickets(n, tickets_for(n == kNewWork ? new_work() : forecast(n)));
+        for (size_t i = heap_.size() / 2; i-- > 0;) sift_down(i); // passes moved
+    }
+    uint32_t tickets_for(const Forecast &f) const;
+    bool over(int r) const { return over_[r]; }
+    uint32_t tickets(uint32_t node) const { return node < queues_.size() ? queues_[node].tickets : p_.base; }
+    const ResourceParams &params() const { return p_; }
+
+private:
+    struct Queue {
+        Tcb *head = nullptr, *tail = nullptr;
+        uint64_t pass = 0;
+        uint64_t stride = 0;
+        uint32_t tickets = 0;
+        int32_t heap_at = -1; // position in heap_, -1: no ready threads
+    };
+    static Forecast new_work() {
+        Forecast f;
+        f.known = true;
+        f.threads = 1; // a thread that has not run yet is work not yet admitted
+        return f;
+    }
+    void set_utilization(const double (&util)[kRCount]);
+    void set_tickets(uint32_t node, uint32_t tickets);
+    Queue &queue(uint32_t node);
+    bool before(uint32_t a, uint32_t b) const { return queues_[a].pass < queues_[b].pass; }
+    void sift_up(size_t i);
+    void sift_down(size_t i);
+    void heap_swap(size_t i, size_t j);
+
+    ResourceParams p_;
+    std::vector<Queue> queues_;
+    std::vector<uint32_t> heap_; // nodes with ready threads, by pass
+    uint64_t global_pass_ = 0;
+    size_t ready_ = 0;
+    bool over_[kRCount] = {};
+    double util_[kRCount] = {-1, -1, -1};
+};
+
+} // namespace weft::detail

@@ -1,0 +1,298 @@
+// The blocking graph's parts on their own: the moving average, and the walk
+// that names a blocking point (observe/graph.hpp). The graph of whole
+// programs is checked by Graph.KnownProgram (graph/graph_test.py).
+#include <cstring>
+
+#include "core/vproc.hpp"
+#include "observe/graph.hpp"
+#include "support.hpp"
+
+using namespace weft::detail;
+
+TEST(GraphEwma, FirstSampleIsTheValueThenAnEighthOfEachDifference) {
+    Ewma e;
+    e.add(10, 0);
+    EXPECT_DOUBLE_EQ(e.get(), 10);
+    e.add(18, 1);
+    EXPECT_DOUBLE_EQ(e.get(), 11);
+    e.add(3, 2);
+    EXPECT_DOUBLE_EQ(e.get(), 10);
+    for (uint64_t i = 3; i < 200; ++i) e.add(50, i); // converges to a steady input
+    EXPECT_NEAR(e.get(), 50, 1e-6);
+    e.add(-14, 0); // "no samples before": starts again
+    EXPECT_DOUBLE_EQ(e.get(), -14);
+}
+
+namespace {
+
+const void *g_chain[kChainMax];
+int g_depth;
+const void *g_mid_return;   // where f_mid returns to (in f_outer)
+const void *g_inner_return; // where f_inner returns to (in f_mid): the "site"
+
+[[gnu::noinline]] void f_inner(int max, const void *site_override) {
+    g_inner_return = __builtin_return_address(0);
+    const void *site = site_override ? site_override : g_inner_return;
+    g_depth = walk_chain(tls_vproc->current, __builtin_frame_address(0), site, g_chain, max);
+    asm volatile("" ::: "memory");
+}
+
+[[gnu::noinline]] void f_mid(int max, const void *site_override) {
+    g_mid_return = __builtin_return_address(0);
+    f_inner(max, site_override);
+    asm volatile("" ::: "memory");
+}
+
+[[gnu::noinline]] void f_outer(int max, const void *site_override) {
+    f_mid(max, site_override);
+    asm volatile("" ::: "memory");
+}
+
+// Frames big enough that, on linked stacks, the recursion crosses a chunk
+// boundary every call or two.
+[[gnu::noinline]] void recurse(int n) {
+    volatile char pad[1500];
+    pad[0] = static_cast<char>(n);
+    if (n == 0) {
+        g_depth = walk_chain(tls_vproc->current, __builtin_frame_address(0), __builtin_return_address(0), g_chain,
+                             kChainMax);
+    } else {
+        recurse(n - 1);
+    }
+    asm volatile("" ::: "memory");
+    (void)pad[0];
+}
+
+} // namespace
+
+TEST(GraphWalk, StartsAtTheSiteAndFollowsTheCallers) {
+    ASSERT_EQ(wt::run(1, [] {
+        f_outer(kChainMax, nullptr);
+        EXPECT_GE(g_depth, 3);
+        EXPECT_EQ(g_chain[0], g_inner_return);
+        EXPECT_EQ(g_chain[1], g_mid_return);
+        f_outer(2, nullptr);
+        EXPECT_EQ(g_depth, 2);
+        EXPECT_EQ(g_chain[0], g_inner_return);
+        EXPECT_EQ(g_chain[1], g_mid_return);
+    }), 0);
+}
+
+TEST(GraphWalk, ASiteTheWalkDoesNotPassIsTheWholeChain) {
+    ASSERT_EQ(wt::run(1, [] {
+        const void *bogus = reinterpret_cast<const void *>(0x1234);
+        f_outer(kChainMax, bogus);
+        EXPECT_EQ(g_depth, 1);
+        EXPECT_EQ(g_chain[0], bogus);
+    }), 0);
+}
+
+TEST(GraphWalk, AFramePointerOffTheStackEndsTheWalk) {
+    ASSERT_EQ(wt::run(1, [] {
+        static uintptr_t fake[4] = {0, 0x4321, 0, 0};
+        const void *site = reinterpret_cast<const void *>(0x4321);
+        const void *out[kChainMax];
+        // Outside the thread's stack: not followed, the site alone names it.
+        EXPECT_EQ(walk_chain(tls_vproc->current, fake, site, out, kChainMax), 1);
+        EXPECT_EQ(out[0], site);
+        EXPECT_EQ(walk_chain(tls_vproc->current, nullptr, nullptr, out, kChainMax), 0);
+    }), 0);
+}
+
+// Linked stacks (Linked.GraphWalk.*): the chain crosses chunk boundaries
+// as if the stack were one, __morestack's frames left out.
+TEST(GraphWalk, ADeepRecursionGivesOneReturnAddressAllTheWay) {
+    ASSERT_EQ(wt::run(1, [] {
+        std::memset(g_chain, 0, sizeof g_chain);
+        weft_thread_t t; // not main, whose stack is one 8 MiB piece
+        ASSERT_EQ(wt::spawn(&t, [] {
+            recurse(24);
+            return nullptr;
+        }), 0);
+        ASSERT_EQ(weft_thread_join(t, nullptr), 0);
+        ASSERT_EQ(g_depth, kChainMax);
+        for (int i = 1; i < kChainMax; ++i) EXPECT_EQ(g_chain[i], g_chain[0]) << "frame " << i;
+        weft_stats_t s;
+        weft_stats_get(-1, &s);
+        const char *stacks = getenv("WEFT_STACKS");
+        if (stacks && !std::strcmp(stacks, "linked")) {
+            EXPECT_GT(s.stack_links, 5u) << "the recursion was meant to cross chunks";
+        }
+    }), 0);
+}
+
+// --- the resource-aware policy's scheduler on synthetic forecasts ---
+
+#include "sched/resource.hpp"
+
+namespace {
+
+struct Synthetic {
+    std::vector<Forecast> nodes; // index = node (0 unused: new work)
+    Forecast operator()(uint32_t n) const { return n < nodes.size() ? nodes[n] : Forecast{}; }
+};
+
+Forecast acquires_heap(double bytes) {
+    Forecast f;
+    f.known = true;
+    f.heap = bytes;
+    return f;
+}
+
+} // namespace
+
+TEST(ResourcePolicy, ThreadsOfOneNodeRunFirstInFirstOut) {
+    ResourceScheduler s;
+    Tcb t[3]{};
+    for (auto &x : t) s.enqueue(&x, 5);
+    EXPECT_EQ(s.ready(), 3u);
+    EXPECT_EQ(s.pick(), &t[0]);
+    EXPECT_EQ(s.pick(), &t[1]);
+    EXPECT_EQ(s.pick(), &t[2]);
+    EXPECT_EQ(s.pick(), nullptr);
+    EXPECT_EQ(s.ready(), 0u);
+}
+
+TEST(ResourcePolicy, NodesShareTheVprocInProportionToTheirTickets) {
+    ResourceScheduler s;
+    // Node 1 releases memory, node 2 does neither; memory over-booked:
+    // node 1 gets promote x base tickets, node 2 base.
+    Synthetic g{{Forecast{}, acquires_heap(-4096), Forecast{.known = true}}};
+    s.update({0.1, 0.95, 0.1}, 2, g);
+    ASSERT_TRUE(s.over(kRMem));
+    ASSERT_EQ(s.tickets(1), s.params().base * s.params().promote);
+    ASSERT_EQ(s.tickets(2), s.params().base);
+    Tcb a{}, b{};
+    s.enqueue(&a, 1);
+    s.enqueue(&b, 2);
+    int picked[3] = {};
+    for (int i = 0; i < 5000; ++i) { // both always ready: each goes back after it runs
+        Tcb *t = s.pick();
+        int node = t == &a ? 1 : 2;
+        ++picked[node];
+        s.enqueue(t, node);
+    }
+    EXPECT_EQ(picked[1] + picked[2], 5000);
+    EXPECT_NEAR(static_cast<double>(picked[1]) / picked[2], 4.0, 0.01);
+}
+
+TEST(ResourcePolicy, TheNodeThatReleasesAScarceResourceIsPicked) {
+    ResourceScheduler s;
+    Synthetic g{{Forecast{}, acquires_heap(1 << 20), Forecast{.known = true}, acquires_heap(-(1 << 20))}};
+    Tcb producer{}, other{}, consumer{};
+    s.update({0.5, 0.97, 0.1}, 3, g); // memory over-booked
+    s.enqueue(&producer, 1);       // readied first, and would run first under FIFO
+    s.enqueue(&other, 2);
+    s.enqueue(&consumer, 3);
+    EXPECT_EQ(s.pick(), &consumer);
+    EXPECT_EQ(s.pick(), &other);
+    EXPECT_EQ(s.pick(), &producer); // held, not starved: nothing else is ready
+    EXPECT_EQ(s.tickets(1), 100u / 16);
+    // With memory to spare the producer is the one favoured.
+    s.update({0.5, 0.1, 0.1}, 3, g);
+    EXPECT_FALSE(s.over(kRMem));
+    s.enqueue(&other, 2);
+    s.enqueue(&consumer, 3);
+    s.enqueue(&producer, 1);
+    EXPECT_EQ(s.pick(), &producer);
+}
+
+TEST(ResourcePolicy, OverBookingHasHysteresis) {
+    ResourceScheduler s;
+    Synthetic g{{}};
+    const auto &p = s.params();
+    s.update({-1, p.high - 0.01, -1}, 0, g);
+    EXPECT_FALSE(s.over(kRMem));
+    s.update({-1, p.high, -1}, 0, g);
+    EXPECT_TRUE(s.over(kRMem));
+    s.update({-1, (p.high + p.low) / 2, -1}, 0, g); // between: stays over-booked
+    EXPECT_TRUE(s.over(kRMem));
+    s.update({-1, p.low - 0.01, -1}, 0, g);
+    EXPECT_FALSE(s.over(kRMem));
+    s.update({-1, (p.high + p.low) / 2, -1}, 0, g); // between: stays free
+    EXPECT_FALSE(s.over(kRMem));
+    s.update({-1, 5.0, -1}, 0, g);
+    EXPECT_TRUE(s.over(kRMem));
+    s.update({-1, -1, -1}, 0, g); // capacity unknown: never over-booked
+    EXPECT_FALSE(s.over(kRMem));
+}
+
+TEST(ResourcePolicy, AnOverloadedCpuAdmitsNewWorkLast) {
+    ResourceScheduler s;
+    Forecast accept;
+    accept.known = true;
+    accept.fds = 1;
+    accept.threads = 1;
+    Forecast finish;
+    finish.known = true;
+    finish.fds = -1;
+    Synthetic g{{Forecast{}, accept, Forecast{.known = true}, finish}};
+    s.update({0.99, -1, 0.1}, 3, g);
+    ASSERT_TRUE(s.over(kRCpu));
+    Tcb fresh{}, acceptor{}, middle{}, closer{};
+    s.enqueue(&fresh, ResourceScheduler::kNewWork);
+    s.enqueue(&acceptor, 1);
+    s.enqueue(&middle, 2);
+    s.enqueue(&closer, 3);
+    EXPECT_EQ(s.pick(), &closer);
+    EXPECT_EQ(s.pick(), &middle);
+    Tcb *a = s.pick(), *b = s.pick();
+    EXPECT_TRUE((a == &fresh && b == &acceptor) || (a == &acceptor && b == &fresh));
+    EXPECT_EQ(s.pick(), nullptr);
+}
+
+TEST(ResourcePolicy, ANodeBackFromIdleGetsNoCreditForIt) {
+    ResourceScheduler s;
+    Tcb a{}, b{};
+    s.enqueue(&a, 1);
+    for (int i = 0; i < 1000; ++i) { // node 1 alone for a while: its pass runs ahead
+        ASSERT_EQ(s.pick(), &a);
+        s.enqueue(&a, 1);
+    }
+    s.enqueue(&b, 2); // joins at the current pass: alternates, no burst of 1000
+    int b_runs = 0;
+    for (int i = 0; i < 10; ++i) {
+        Tcb *t = s.pick();
+        b_runs += t == &b;
+        s.enqueue(t, t == &a ? 1 : 2);
+    }
+    EXPECT_GE(b_runs, 4);
+    EXPECT_LE(b_runs, 6);
+}
+
+TEST(ResourcePolicy, RunsAProgramWithTheGraphOn) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.policy = "resource";
+    static long sum;
+    sum = 0;
+    int r = weft_main_config(&cfg, [](void *) -> int {
+        weft_thread_t t[50];
+        for (long i = 0; i < 50; ++i)
+            weft_thread_create(&t[i], nullptr, [](void *a) -> void * {
+                for (int k = 0; k < 20; ++k) weft_yield();
+                weft_sleep_ns(1000);
+                sum += reinterpret_cast<long>(a);
+                return nullptr;
+            }, reinterpret_cast<void *>(i));
+        for (auto &x : t) weft_thread_join(x, nullptr);
+        char *buf = nullptr;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        int e = weft_graph_dump(f, WEFT_GRAPH_JSON); // on: the policy needs it
+        std::fclose(f);
+        std::free(buf);
+        return e;
+    }, nullptr);
+    EXPECT_EQ(r, 0);
+    EXPECT_EQ(sum, 49 * 50 / 2);
+}
+
+TEST(ResourcePolicy, RefusesASampledGraph) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.policy = "resource";
+    cfg.graph_sample = 4;
+    EXPECT_EQ(weft_main_config(&cfg, [](void *) { return 0; }, nullptr), -1);
+    EXPECT_EQ(errno, EINVAL);
+}
