@@ -6,6 +6,7 @@
 #   make bench-knot   weft-knot against nginx with wrk, and with 10,000 idle connections (results/knot*)
 #   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*),
 #                     then linked vs fixed stacks: bigstack, idle memory, hot split (results/stacks_runtime.json)
+#   make bench-graph  weft-knot's blocking graph under load, drawn (results/knot-graph.png)
 #   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
 
 BUILD      ?= build
@@ -17,7 +18,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph fuzz install clean
 
 all: build
 
@@ -76,6 +77,12 @@ bench-stacks: build
 	  $(BUILD)/bench/weft-stacks --bench idle --stacks $$s --threads 1000000 --json >> $$out || exit 1; \
 	  taskset -c 1 $(BUILD)/bench/weft-stacks --bench hotsplit --stacks $$s --json >> $$out || exit 1; \
 	done; cat $$out; echo "wrote $$out"
+
+# weft-knot's blocking graph under wrk load, drawn (Capriccio Fig. 8):
+# results/knot-graph.{json,dot,png} (bench/web/knot_graph.py).
+bench-graph: build
+	@scripts/deps.sh wrk graphviz
+	$(PYTHON) bench/web/knot_graph.py --build $(BUILD) --out-dir results
 
 bench: bench-micro
 

@@ -495,11 +495,25 @@ bool is_slow(const Report &r, double mean_ns) {
 }
 
 // "reason @ function" for park nodes, "start fn" / "exit fn" otherwise.
+// The function a call site calls, when the call is a direct one (e8 rel32
+// just before the return address), and it has a name; else "".
+std::string callee_of(const void *ret) {
+    const auto *p = static_cast<const unsigned char *>(ret) - 5;
+    if (*p != 0xe8) return "";
+    int32_t rel;
+    std::memcpy(&rel, p + 1, sizeof rel);
+    return function_name(static_cast<const unsigned char *>(ret) + rel);
+}
+
+// "weft_recv @ serve_connection" (the weft call and the function that made
+// it; the reason when the call is indirect, through a PLT, or unnamed),
+// "start fn" / "exit fn".
 std::string label(const MergedNode &n) {
     std::string f = n.depth ? function_name(n.chain[0]) : "";
     if (f.empty() && n.depth) f = symbolize(n.chain[0]);
     if (n.kind != GraphNode::Park) return std::string(kind_name(n.kind)) + " " + f;
-    return std::string(reason_name(n)) + " @ " + f;
+    std::string what = n.depth ? callee_of(n.chain[0]) : "";
+    return (what.empty() ? std::string(reason_name(n)) : what) + " @ " + f;
 }
 
 void write_json(const Report &r, Runtime *rt, FILE *out) {
@@ -540,10 +554,10 @@ void write_dot(const Report &r, FILE *out) {
                       "  edge [fontname=\"Helvetica\", fontsize=9];\n");
     for (size_t i = 0; i < r.nodes.size(); ++i) {
         const MergedNode &n = r.nodes[i];
-        std::string text = label(n) + "\\n" + std::to_string(n.visits) + " visits";
+        std::string text = dot_escape(label(n)) + "\\n" + std::to_string(n.visits) + " visits";
         if (n.waits) text += ", waits " + human_ns(n.wait_sum / static_cast<double>(n.waits) * r.ns_per_tick);
         const char *shape = n.kind == GraphNode::Park ? "" : ", shape=ellipse";
-        std::fprintf(out, "  n%zu [label=\"%s\"%s];\n", i, dot_escape(text).c_str(), shape);
+        std::fprintf(out, "  n%zu [label=\"%s\"%s];\n", i, text.c_str(), shape);
     }
     uint64_t most = 1;
     for (auto &[k, e] : r.edges) most = e.count > most ? e.count : most;

@@ -73,8 +73,8 @@ class KnownGraph(unittest.TestCase):
     def worker_nodes(self):
         g = self.g
         start, exit_ = g.one("start worker"), g.one("exit worker")
-        b = g.one("sleep @ nap_b")
-        naps = g.find("sleep @ nap_a")
+        b = g.one("weft_sleep_ns @ nap_b")
+        naps = g.find("weft_sleep_ns @ nap_a")
         self.assertEqual(len(naps), 2, "nap_a from two call sites is two nodes at depth 8")
         # A1 is the one the thread reaches from its start.
         a1 = [n for n in naps if (start["id"], n["id"]) in g.edges]
@@ -134,7 +134,7 @@ class KnownGraph(unittest.TestCase):
 
     def test_only_the_hog_is_slow(self):
         g = self.g
-        hog = g.find("sleep @ hog_nap")
+        hog = g.find("weft_sleep_ns @ hog_nap")
         self.assertEqual(len(hog), 2)
         slow = [e for e in g.g["edges"] if e["slow"]]
         self.assertEqual(len(slow), 1, slow)
@@ -160,7 +160,7 @@ class KnownGraph(unittest.TestCase):
         self.assertEqual(len(pid_files), 2, pid_files)
         self.assertTrue(pid_files[0].endswith(".dot") and pid_files[1].endswith(".json"))
         g = Graph(os.path.join(self.tmp, pid_files[1]))
-        self.assertEqual(len(g.find("sleep @ nap_a")), 2)
+        self.assertEqual(len(g.find("weft_sleep_ns @ nap_a")), 2)
         # (The dumper's "blocking graph written to" line may come after the
         # program saw the file and exited: not checked.)
 
@@ -170,7 +170,7 @@ class Settings(unittest.TestCase):
         tmp, js, _, _ = run_target({"WEFT_GRAPH": "1", "WEFT_GRAPH_DEPTH": "1"})
         try:
             g = Graph(js)
-            start, a, b, exit_ = g.one("start worker"), g.one("sleep @ nap_a"), g.one("sleep @ nap_b"), g.one("exit worker")
+            start, a, b, exit_ = g.one("start worker"), g.one("weft_sleep_ns @ nap_a"), g.one("weft_sleep_ns @ nap_b"), g.one("exit worker")
             self.assertEqual(a["visits"], WORKERS * (ROUNDS + 1))
             self.assertEqual(len(a["chain"]), 1)
             self.assertEqual(g.edge(start, a)["count"], WORKERS)
@@ -185,8 +185,8 @@ class Settings(unittest.TestCase):
         try:
             g = Graph(js)
             self.assertEqual(g.g["vprocs"], 2)
-            self.assertEqual(len(g.find("sleep @ nap_a")), 2)
-            b = g.one("sleep @ nap_b")
+            self.assertEqual(len(g.find("weft_sleep_ns @ nap_a")), 2)
+            b = g.one("weft_sleep_ns @ nap_b")
             self.assertEqual(b["visits"], WORKERS * ROUNDS)
             self.assertEqual(sum(e["count"] for e in g.out_edges(b).values()), WORKERS * ROUNDS)
         finally:
