@@ -57,6 +57,11 @@ inline void enqueue_self(Vproc *vp, WaitQueue &q) {
 // Fired on the home vproc when a parked thread's deadline passes.
 void park_timeout(Timer *t);
 
+// What a park calls when Vproc::park_hooks says something listens: the
+// blocking graph (fp: the parking function's frame, where its walk starts)
+// and the policy's on_park. Out of line: the park path pays one byte test.
+void park_hooks_enter(Vproc *vp, Tcb *self, int reason, const void *site, void *fp);
+
 // Timed waiters inside an object, so that destroying it waits until they
 // have left (they may still have to take its lock to leave its queue).
 class TimedWaiters {
@@ -107,8 +112,7 @@ inline void wake(Tcb *t, int result, bool smp) {
     self->park_reason = static_cast<uint8_t>(reason);
     self->park_site = site;
     vp->stats.parks[reason].add();
-    if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_park(self, reason, site, __builtin_frame_address(0));
-    if (!vp->fifo && vp->pol->on_park) vp->pol->on_park(vp->pol_state, self, reason, site);
+    if (__builtin_expect(vp->park_hooks, 0)) park_hooks_enter(vp, self, reason, site, __builtin_frame_address(0));
     if (deadline) {
         self->timer.fire = park_timeout;
         vp->timers.arm(&self->timer, deadline);

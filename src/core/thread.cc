@@ -309,8 +309,7 @@ int weft_yield(void) {
         }
     }
     vp->stats.yields.add();
-    if (__builtin_expect(vp->graph != nullptr, 0))
-        vp->graph->on_park(self, kYieldReason, WEFT_SITE(), __builtin_frame_address(0));
+    if (__builtin_expect(vp->park_hooks, 0)) park_hooks_enter(vp, self, kYieldReason, WEFT_SITE(), __builtin_frame_address(0));
     self->state = ThreadState::Ready;
     vp->enqueue_local(self);
     self = vp->schedule();

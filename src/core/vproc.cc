@@ -39,6 +39,13 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
     current = &loop;
     if (rt->cfg.graph_sample)
         graph = new BlockingGraph(this, static_cast<uint32_t>(rt->cfg.graph_sample), rt->cfg.graph_depth);
+    park_hooks = graph || (!fifo && pol->on_park);
+}
+
+void park_hooks_enter(Vproc *vp, Tcb *self, int reason, const void *site, void *fp) {
+    if (vp->graph) vp->graph->on_park(self, reason, site, fp);
+    // (A yield is a blocking point for the graph, not a park for the policy.)
+    if (reason != kYieldReason && !vp->fifo && vp->pol->on_park) vp->pol->on_park(vp->pol_state, self, reason, site);
 }
 
 Vproc::~Vproc() {

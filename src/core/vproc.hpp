@@ -133,6 +133,8 @@ struct Vproc {
     const PolicyOps *pol;         // scheduling policy and its per-vproc state
     void *pol_state;
     const bool fifo;              // pol is kFifoPolicy: call its queue inline
+    bool park_hooks = false;      // a park calls out: the blocking graph, or the policy's on_park
+                                  //   (one byte for the park path to test; set in the constructor)
     TimerHeap timers;
     Inbox inbox;                  // threads made ready by other kernel threads
     std::atomic<uint32_t> sleeping{0}; // 1 while idle_wait sleeps in the reactor

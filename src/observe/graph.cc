@@ -144,51 +144,55 @@ BlockingGraph::~BlockingGraph() {
     }
 }
 
-uint32_t BlockingGraph::find_node(GraphNode::Kind kind, int reason, const void *const *chain, int depth) {
-    uint64_t key = node_key(kind, reason, chain, depth);
-    constexpr uint32_t mask = 2 * kMaxNodes - 1;
+namespace {
+
+// Open addressing over `slots` (index + 1, 0 empty; twice `max` entries)
+// into blocks of kBlock items published by `count`: the index + 1 of the
+// item `match` accepts, else of a new one `fill` initialises; 0 when full.
+template <class Item, class Match, class Fill>
+uint32_t find_or_add(uint32_t *slots, uint32_t max, uint64_t key, Item **blocks, std::atomic<uint32_t> &count,
+                     Match match, Fill fill) {
+    constexpr uint32_t kBlock = BlockingGraph::kBlock;
+    const uint32_t mask = 2 * max - 1;
     uint32_t i = static_cast<uint32_t>(key) & mask;
-    for (;; i = (i + 1) & mask) {
-        uint32_t s = node_slots_[i];
-        if (!s) break;
-        const GraphNode &n = node(s - 1);
-        if (n.key == key && n.kind == kind && n.reason == static_cast<uint8_t>(reason) && n.depth == depth &&
-            std::equal(chain, chain + depth, n.chain))
-            return s;
-    }
-    uint32_t idx = nodes_.load(std::memory_order_relaxed);
-    if (idx == kMaxNodes) return 0;
-    if (idx % kBlock == 0) node_blocks_[idx / kBlock] = new GraphNode[kBlock];
-    GraphNode &n = node_mut(idx);
-    n.key = key;
-    std::copy(chain, chain + depth, n.chain);
-    n.depth = static_cast<uint8_t>(depth);
-    n.reason = static_cast<uint8_t>(reason);
-    n.kind = kind;
-    nodes_.store(idx + 1, std::memory_order_release);
-    node_slots_[i] = idx + 1;
+    for (; uint32_t s = slots[i]; i = (i + 1) & mask)
+        if (match(blocks[(s - 1) / kBlock][(s - 1) % kBlock])) return s;
+    uint32_t idx = count.load(std::memory_order_relaxed);
+    if (idx == max) return 0;
+    if (idx % kBlock == 0) blocks[idx / kBlock] = new Item[kBlock];
+    fill(blocks[idx / kBlock][idx % kBlock]);
+    count.store(idx + 1, std::memory_order_release); // readers see it whole
+    slots[i] = idx + 1;
     return idx + 1;
 }
 
+} // namespace
+
+uint32_t BlockingGraph::find_node(GraphNode::Kind kind, int reason, const void *const *chain, int depth) {
+    uint64_t key = node_key(kind, reason, chain, depth);
+    return find_or_add(
+        node_slots_, kMaxNodes, key, node_blocks_, nodes_,
+        [&](const GraphNode &n) {
+            return n.key == key && n.kind == kind && n.reason == static_cast<uint8_t>(reason) && n.depth == depth &&
+                   std::equal(chain, chain + depth, n.chain);
+        },
+        [&](GraphNode &n) {
+            n.key = key;
+            std::copy(chain, chain + depth, n.chain);
+            n.depth = static_cast<uint8_t>(depth);
+            n.reason = static_cast<uint8_t>(reason);
+            n.kind = kind;
+        });
+}
+
 uint32_t BlockingGraph::find_edge(uint32_t from, uint32_t to) {
-    uint64_t key = mix(from, to);
-    constexpr uint32_t mask = 2 * kMaxEdges - 1;
-    uint32_t i = static_cast<uint32_t>(key) & mask;
-    for (;; i = (i + 1) & mask) {
-        uint32_t s = edge_slots_[i];
-        if (!s) break;
-        const GraphEdge &e = edge(s - 1);
-        if (e.from == from && e.to == to) return s;
-    }
-    uint32_t idx = edges_.load(std::memory_order_relaxed);
-    if (idx == kMaxEdges) return 0;
-    if (idx % kBlock == 0) edge_blocks_[idx / kBlock] = new GraphEdge[kBlock];
-    GraphEdge &e = edge_mut(idx);
-    e.from = from;
-    e.to = to;
-    edges_.store(idx + 1, std::memory_order_release);
-    edge_slots_[i] = idx + 1;
-    return idx + 1;
+    return find_or_add(
+        edge_slots_, kMaxEdges, mix(from, to), edge_blocks_, edges_,
+        [&](const GraphEdge &e) { return e.from == from && e.to == to; },
+        [&](GraphEdge &e) {
+            e.from = from;
+            e.to = to;
+        });
 }
 
 void BlockingGraph::read_resources(Tcb *t, int64_t *out) {
