@@ -119,7 +119,7 @@ inline void wake(Tcb *t, int result, bool smp) {
     }
     self = vp->schedule();
     vp = self->vp; // not kept across the switch (it clobbers every register)
-    if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_resume(self);
+    if (__builtin_expect(self->graph != nullptr, 0)) vp->graph->on_resume(self); // set while the graph is on
     // Running again on the home vproc; the waker is done with us. The timer
     // goes first: once it is cancelled nobody else can look at this park.
     if (deadline && self->timer.armed()) vp->timers.cancel(&self->timer);

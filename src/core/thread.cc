@@ -313,8 +313,9 @@ int weft_yield(void) {
     self->state = ThreadState::Ready;
     vp->enqueue_local(self);
     self = vp->schedule();
-    vp = self->vp;
-    if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_resume(self);
+    // (Tcb::graph is set exactly while the graph is on: one load from the
+    // resumed thread, not two through its vproc.)
+    if (__builtin_expect(self->graph != nullptr, 0)) self->vp->graph->on_resume(self);
     return 0;
 }
 
