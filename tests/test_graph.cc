@@ -296,3 +296,21 @@ TEST(ResourcePolicy, RefusesASampledGraph) {
     EXPECT_EQ(weft_main_config(&cfg, [](void *) { return 0; }, nullptr), -1);
     EXPECT_EQ(errno, EINVAL);
 }
+
+TEST(ResourcePolicy, ABadMemoryLimitIsRefused) {
+    for (const char *bad : {"lots", "0", "-1G", "12Q"}) {
+        setenv("WEFT_MEM_LIMIT", bad, 1);
+        weft_config cfg;
+        weft_config_init(&cfg);
+        cfg.policy = "resource";
+        errno = 0;
+        EXPECT_EQ(weft_main_config(&cfg, [](void *) { return 0; }, nullptr), -1) << bad;
+        EXPECT_EQ(errno, EINVAL) << bad;
+    }
+    setenv("WEFT_MEM_LIMIT", "512M", 1);
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.policy = "resource";
+    EXPECT_EQ(weft_main_config(&cfg, [](void *) { return 7; }, nullptr), 7);
+    unsetenv("WEFT_MEM_LIMIT");
+}
