@@ -75,6 +75,10 @@ Object read_object(const char *path) {
                         continue;
                     const char *name = base + strs.sh_offset + s.st_name;
                     if (!std::memchr(name, 0, strs.sh_size - s.st_name)) continue;
+                    // gcc's local aliases of global functions (f.localalias)
+                    // sit at the same address as f: keep f's name.
+                    size_t len = std::strlen(name);
+                    if (len > 11 && !std::strcmp(name + len - 11, ".localalias")) continue;
                     obj.symbols.push_back({s.st_value, s.st_size, demangle(name)});
                 }
             }
