@@ -1,7 +1,12 @@
 // The blocking graph's parts on their own: the moving average, and the walk
 // that names a blocking point (observe/graph.hpp). The graph of whole
 // programs is checked by Graph.KnownProgram (graph/graph_test.py).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/vproc.hpp"
 #include "observe/graph.hpp"
@@ -313,4 +318,57 @@ TEST(ResourcePolicy, ABadMemoryLimitIsRefused) {
     cfg.policy = "resource";
     EXPECT_EQ(weft_main_config(&cfg, [](void *) { return 7; }, nullptr), 7);
     unsetenv("WEFT_MEM_LIMIT");
+}
+
+// The policy's default memory capacity is the memory cgroup's limit: made
+// here (v1 or v2, whichever this kernel mounts), the test process moved in
+// and back out. Skipped where cgroups cannot be made (not root, no mount).
+TEST(ResourcePolicy, MemoryCapacityIsTheCgroupLimit) {
+    struct Layout {
+        const char *root, *limit_file, *procs;
+    };
+    std::string base;
+    Layout use{};
+    for (Layout l : {Layout{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "cgroup.procs"},
+                     Layout{"/sys/fs/cgroup", "memory.max", "cgroup.procs"}}) {
+        std::string probe = std::string(l.root) + "/" + l.limit_file;
+        std::string controllers = std::string(l.root) + "/cgroup.controllers";
+        bool v1 = std::string(l.limit_file) == "memory.limit_in_bytes";
+        if ((v1 && access(l.root, W_OK) == 0) || (!v1 && access(controllers.c_str(), R_OK) == 0)) {
+            use = l;
+            break;
+        }
+        (void)probe;
+    }
+    if (!use.root || geteuid() != 0) GTEST_SKIP() << "no writable memory cgroup hierarchy here";
+    // Where the process is now (to go back), from /proc/self/cgroup.
+    std::string here;
+    {
+        FILE *f = std::fopen("/proc/self/cgroup", "re");
+        char line[4096];
+        bool v1 = std::string(use.limit_file) == "memory.limit_in_bytes";
+        while (f && std::fgets(line, sizeof line, f)) {
+            std::string l(line);
+            l.pop_back();
+            if (v1 && l.find(":memory:") != std::string::npos) here = l.substr(l.find(":memory:") + 8);
+            if (!v1 && l.rfind("0::", 0) == 0) here = l.substr(3);
+        }
+        if (f) std::fclose(f);
+    }
+    std::string dir = std::string(use.root) + here + "/weft-test-" + std::to_string(getpid());
+    if (mkdir(dir.c_str(), 0755) != 0) GTEST_SKIP() << "cannot make " << dir << ": " << std::strerror(errno);
+    auto write = [](const std::string &path, const std::string &v) {
+        FILE *f = std::fopen(path.c_str(), "we");
+        if (!f) return false;
+        bool ok = std::fputs(v.c_str(), f) >= 0;
+        return std::fclose(f) == 0 && ok;
+    };
+    const uint64_t limit = uint64_t{3} << 30; // 3 GiB: nothing here comes near it
+    bool in = write(dir + "/" + use.limit_file, std::to_string(limit)) &&
+              write(dir + "/" + use.procs, std::to_string(getpid()));
+    uint64_t seen = in ? cgroup_memory_limit() : 0;
+    write(std::string(use.root) + here + "/" + use.procs, std::to_string(getpid()));
+    rmdir(dir.c_str());
+    if (!in) GTEST_SKIP() << "cannot limit or join " << dir;
+    EXPECT_EQ(seen, limit);
 }

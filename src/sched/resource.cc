@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "core/runtime.hpp"
 #include "observe/graph.hpp"
@@ -176,28 +177,18 @@ uint64_t read_number(int fd) {
     return std::strtoull(buf, nullptr, 10);
 }
 
-// The memory limit of the process's cgroup (v2), the smallest of it and its
-// ancestors'; 0 if none.
-uint64_t cgroup_memory_limit() {
-    FILE *f = std::fopen("/proc/self/cgroup", "re");
-    if (!f) return 0;
-    char line[4096];
-    std::string path;
-    while (std::fgets(line, sizeof line, f))
-        if (!std::strncmp(line, "0::", 3)) {
-            path = line + 3;
-            while (!path.empty() && path.back() == '\n') path.pop_back();
-        }
-    std::fclose(f);
-    if (path.empty()) return 0;
+// The smallest limit in `file` of the cgroup at `path` (under `root`) and
+// its ancestors; 0 if none. A value at or above 2^60 is "no limit" (cgroup
+// v1 writes 2^63 rounded down to a page; v2 writes "max", read as 0).
+uint64_t smallest_limit(const std::string &root, std::string path, const char *file) {
     uint64_t limit = 0;
     for (;;) {
-        std::string file = "/sys/fs/cgroup" + (path == "/" ? std::string() : path) + "/memory.max";
-        int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+        std::string name = root + (path == "/" ? std::string() : path) + "/" + file;
+        int fd = open(name.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
             uint64_t v = read_number(fd);
             close(fd);
-            if (v && (!limit || v < limit)) limit = v;
+            if (v && v < (uint64_t{1} << 60) && (!limit || v < limit)) limit = v;
         }
         if (path == "/" || path.empty()) break;
         size_t slash = path.rfind('/');
@@ -205,6 +196,40 @@ uint64_t cgroup_memory_limit() {
     }
     return limit;
 }
+
+} // namespace
+
+uint64_t cgroup_memory_limit() {
+    FILE *f = std::fopen("/proc/self/cgroup", "re");
+    if (!f) return 0;
+    char line[4096];
+    std::string v2, v1;
+    while (std::fgets(line, sizeof line, f)) {
+        std::string l(line);
+        while (!l.empty() && l.back() == '\n') l.pop_back();
+        if (l.compare(0, 3, "0::") == 0) {
+            v2 = l.substr(3);
+        } else {
+            // "N:controller[,controller...]:/path"
+            size_t a = l.find(':'), b = a == std::string::npos ? a : l.find(':', a + 1);
+            if (b == std::string::npos) continue;
+            std::string_view controllers(l.data() + a + 1, b - a - 1);
+            for (size_t at = 0; at <= controllers.size();) { // the comma-separated names
+                size_t end = controllers.find(',', at);
+                if (end == std::string_view::npos) end = controllers.size();
+                if (controllers.substr(at, end - at) == "memory") v1 = l.substr(b + 1);
+                at = end + 1;
+            }
+        }
+    }
+    std::fclose(f);
+    uint64_t limit = 0;
+    if (!v1.empty()) limit = smallest_limit("/sys/fs/cgroup/memory", v1, "memory.limit_in_bytes");
+    if (!limit && !v2.empty()) limit = smallest_limit("/sys/fs/cgroup", v2, "memory.max");
+    return limit;
+}
+
+namespace {
 
 int count_open_fds() {
     DIR *d = opendir("/proc/self/fd");

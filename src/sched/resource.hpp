@@ -132,4 +132,9 @@ private:
     double util_[kRCount] = {-1, -1, -1};
 };
 
+// The memory limit of the process's memory cgroup: v1's
+// memory.limit_in_bytes or v2's memory.max, the smallest of its cgroup's
+// and their ancestors'; 0 if none (the policy's default capacity).
+uint64_t cgroup_memory_limit();
+
 } // namespace weft::detail
