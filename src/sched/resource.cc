@@ -158,9 +158,16 @@ namespace {
 // and costs four small reads per period.
 constexpr uint64_t kPeriodNs = 10'000'000;
 constexpr uint32_t kPicksBetweenClockReads = 64;
-// Major page faults per second taken as the sign of thrashing: memory is
-// then over-booked whatever the counts say (Capriccio §4.2.2).
+// Major page faults per second taken as the sign of thrashing (Capriccio
+// §4.2.2), averaged over kFaultWindowNs so that the few re-reads after one
+// eviction do not flip the verdict every period. At its onset the memory in
+// use is taken as the capacity the machine really has for it (the page
+// cache the program needs takes the rest); that learned capacity creeps
+// back up by kCapacityCreep per period without thrashing.
 constexpr double kThrashFaultsPerSec = 200;
+constexpr double kFaultWindowNs = 100e6;
+constexpr double kCapacityCreep = 1.005;
+constexpr uint64_t kMinLearnedCapacity = uint64_t{16} << 20;
 
 uint64_t thread_cpu_ns() {
     timespec ts;
@@ -247,6 +254,8 @@ struct ResourceState {
     uint32_t countdown = kPicksBetweenClockReads;
     uint64_t last_ns = 0, last_cpu_ns = 0, last_majflt = 0;
     uint64_t mem_limit = 0; // bytes, 0: none known
+    uint64_t learned = 0;   // capacity learned from thrashing, 0: none
+    double fault_rate = 0;  // major faults per second, averaged over kFaultWindowNs
     int statm = -1;         // /proc/self/statm
     int64_t fds_base = 0;   // descriptors open when the runtime started
     uint64_t fds_limit = 0;
@@ -287,10 +296,20 @@ struct ResourceState {
         rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         auto majflt = static_cast<uint64_t>(ru.ru_majflt);
-        double faults_per_sec = static_cast<double>(majflt - last_majflt) / (dt / 1e9);
+        double now_rate = static_cast<double>(majflt - last_majflt) / (dt / 1e9);
         last_majflt = majflt;
-        util[kRMem] = mem_limit ? static_cast<double>(anon_bytes()) / static_cast<double>(mem_limit) : -1;
-        if (faults_per_sec >= kThrashFaultsPerSec && util[kRMem] < 1) util[kRMem] = 1;
+        double w = dt >= kFaultWindowNs ? 1 : dt / kFaultWindowNs;
+        fault_rate += (now_rate - fault_rate) * w;
+        uint64_t anon = anon_bytes();
+        if (fault_rate >= kThrashFaultsPerSec) {
+            uint64_t at = anon > kMinLearnedCapacity ? anon : kMinLearnedCapacity;
+            if (!learned || at < learned) learned = at;
+        } else if (learned) {
+            learned = static_cast<uint64_t>(static_cast<double>(learned) * kCapacityCreep);
+            if (mem_limit && learned >= mem_limit) learned = 0; // back to the configured limit
+        }
+        uint64_t capacity = learned && (!mem_limit || learned < mem_limit) ? learned : mem_limit;
+        util[kRMem] = capacity ? static_cast<double>(anon) / static_cast<double>(capacity) : -1;
         if (fds_limit) {
             int64_t open_now = fds_base;
             for (auto &v : vp->rt->vprocs) open_now += v->res_fds.get();
