@@ -4,9 +4,12 @@
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
 #                     QUICK=1 for the ~4-minute version; `make bench` is the same
 #   make bench-knot   weft-knot against nginx with wrk, and with 10,000 idle connections (results/knot*)
+#   make bench-overload  weft-knot past saturation, FIFO against WEFT_POLICY=resource (results/overload.*)
 #   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*),
 #                     then linked vs fixed stacks: bigstack, idle memory, hot split (results/stacks_runtime.json)
 #   make bench-graph  weft-knot's blocking graph under load, drawn (results/knot-graph.png)
+#   make bench-admission  Capriccio §5.3: producers/consumers under a cgroup memory limit, NPTL and weft
+#                     FIFO against the resource-aware policy (results/admission.*; root; QUICK=1 < 1 min)
 #   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
 
 BUILD      ?= build
@@ -18,7 +21,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload fuzz install clean
 
 all: build
 
@@ -84,12 +87,25 @@ bench-graph: build
 	@scripts/deps.sh wrk graphviz
 	$(PYTHON) bench/web/knot_graph.py --build $(BUILD) --out-dir results
 
+# Capriccio §5.3's admission-control benchmark (bench/admission/run_admission.py,
+# ~3 minutes; QUICK=1 under one): each run in its own memory cgroup (needs root).
+bench-admission: build
+	$(PYTHON) bench/admission/run_admission.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
 bench: bench-micro
 
 bench-knot: build
 	@scripts/deps.sh nginx-light wrk
 	$(PYTHON) bench/web/knot_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 	$(PYTHON) bench/web/idle_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+# weft-knot offered more than it can serve, knot-nb (FIFO) against
+# knot-resource (WEFT_POLICY=resource): open-loop httperf sessions against the
+# server held to a share of its CPU by a cgroup (root), and closed-loop wrk up
+# to 10,000 connections (bench/web/overload.py; ~10 minutes, QUICK=1 ~3).
+bench-overload: build
+	@scripts/deps.sh wrk httperf
+	$(PYTHON) bench/web/overload.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 FUZZ_SECONDS ?= 60
 fuzz:

@@ -173,6 +173,50 @@ def table(R, bids, title, better_low, first_col):
     return lines
 
 
+# The blocking graph's cost (suite.py's graph section): per benchmark, the
+# settings as (params graph, params depth, column title).
+GRAPH_WHAT = {"graph.cond_pingpong": "condition-variable hand-off (1 park per op)",
+              "graph.switch": "switch (1 yield per op)",
+              "graph.create_join": "create + join (start, exit, join)"}
+GRAPH_COLS = [("1", 8, "every park, depth 8"), ("1", 1, "every park, depth 1"), ("20", 8, "1 park in 20, depth 8")]
+
+
+def graph_table(R):
+    """ns per operation with the blocking graph off and on, and the difference."""
+    bids = [b for b in GRAPH_WHAT if R.of(b)]
+    if not bids:
+        return []
+
+    def get(bid, graph, depth=None):
+        for r in R.of(bid):
+            p = r["params"]
+            if p.get("graph") == graph and (depth is None or p.get("depth") == depth):
+                return r
+        return None
+
+    cols = ["benchmark", "off"] + [c[2] for c in GRAPH_COLS]
+    lines = ["### Blocking graph — cost per operation (ns; weft-micro, WEFT_GRAPH / WEFT_GRAPH_DEPTH)", "",
+             "| " + " | ".join(cols) + " |", "|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|"]
+    for b in bids:
+        off = get(b, "off")
+        cells = [GRAPH_WHAT[b], "—" if off is None
+                 else fmt(off["median"], "ns") + ("†" if off.get("disturbed_values") else "")]
+        for graph, depth, _ in GRAPH_COLS:
+            r = get(b, graph, depth)
+            if r is None:
+                cells.append("—")
+                continue
+            cell = fmt(r["median"], "ns") + ("†" if r.get("disturbed_values") else "")
+            if off is not None and off["median"]:
+                d = r["median"] - off["median"]
+                cell += f" ({d:+.1f} ns, {d / off['median']:+.0%})"
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Medians of interleaved repetitions; in parentheses the difference from off. Every park records an "
+              "edge at WEFT_GRAPH=1 (the resource-aware policy forces it); at 20, one in 20 does.", ""]
+    return lines
+
+
 def judge(R, goal):
     """(verdict, detail) of one goal from the medians."""
     label, bid, x, peer, op, bound = goal[:6]
@@ -239,6 +283,7 @@ def markdown(records, run):
     if R.of("stacks.hotsplit"):
         lines += table(R, ["stacks.hotsplit"], "Linked stacks — the hot split (ns per call, mean of 64 depths)", True,
                        "benchmark")
+    lines += graph_table(R)
     lines.append("† a value in the median came from a run whose process got less than 90 % of its CPU after three "
                  "attempts (the machine is shared).")
     lines.append("")

@@ -84,6 +84,19 @@ def tables():
     expect("**not judged**" in g, f"no boost-context: not judged: {g}")
     expect("# weft microbenchmarks" in report.markdown([], None), "an empty run renders")
 
+    # The blocking graph's cost (suite.py's graph section): off, then each setting with its difference.
+    def grec(bench, graph, depth, median):
+        return {"benchmark": f"graph.{bench}", "system": "weft", "params": {"graph": graph, "depth": depth},
+                "unit": "ns", "median": median, "min": median, "max": median, "repetitions": 5, "values": [median]}
+    graph = [grec("switch", "off", 0, 10.0), grec("switch", "1", 8, 40.0), grec("switch", "1", 1, 35.0),
+             grec("switch", "20", 8, 12.0)]
+    md3 = report.markdown(records + graph, {})
+    r = row(md3, "switch (1 yield per op)", "Blocking graph")
+    expect(r == ["switch (1 yield per op)", "10.0", "40.0 (+30.0 ns, +300%)", "35.0 (+25.0 ns, +250%)",
+                 "12.0 (+2.0 ns, +20%)"], f"graph table row: {r}")
+    expect(row(md3, "switch (yield ping-pong)")[1] == "8.00", "graph records leave Table 1 alone")
+    expect("Blocking graph" not in md, "no graph records: no graph table")
+
     # Bad input is a clear error (exit 2), not a traceback.
     with tempfile.TemporaryDirectory() as d:
         for name, text in (("broken.json", "[{"), ("object.json", '{"benchmark": "x"}')):

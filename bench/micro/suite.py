@@ -11,6 +11,10 @@ Sections (--only picks some):
   fig4    200 readers, buffer-cache miss rate 0 to 100 %
   stacks  linked against fixed stacks (weft only: weft-stacks, weft-stacks-b):
           bigstack at 800 to 100,000 threads, idle RSS, the hot split
+  graph   what the blocking graph costs per park (weft only: weft-micro's
+          cond_pingpong, switch and create_join with WEFT_GRAPH unset, =1
+          at depth 8, =1 at WEFT_GRAPH_DEPTH=1, and =20): records
+          graph.<bench> with params {"graph": "off"|"1"|"20", "depth"}
 on every system whose binary is in BUILD/bench (weft, nptl, st,
 boost-context, boost-fiber, go; epoll for Fig. 2): a binary's --list says
 which benchmarks it has, and a missing one is reported skipped with the
@@ -44,7 +48,7 @@ SYSTEMS = [("weft", "weft-micro"), ("st", "st-micro"), ("nptl", "nptl-micro"),
            ("boost-context", "boost-context-micro"), ("boost-fiber", "boost-fiber-micro"), ("go", "go-micro")]
 PROVIDER = {"st": "State Threads: libst-dev", "boost-context": "libboost-context-dev",
             "boost-fiber": "libboost-fiber-dev", "go": "the Go toolchain"}
-SECTIONS = ["table1", "memory", "fig1", "fig2", "fig3", "fig4", "stacks"]
+SECTIONS = ["table1", "memory", "fig1", "fig2", "fig3", "fig4", "stacks", "graph"]
 TABLE1 = ["create_join", "switch", "cond_pingpong", "mutex_uncontended", "mutex_handoff"]
 CPU_SHARE_OK = 0.9
 # An NPTL create+join leaves the CPU idle ~12% of the time by itself (the
@@ -72,13 +76,26 @@ SKIP_EXIT = 77             # a binary's "the kernel refused" (O_DIRECT)
 
 # Seconds per section, full and --quick: the section starts no run after it.
 BUDGET = {"table1": (200, 60), "memory": (200, 60), "fig1": (170, 50), "fig2": (170, 45),
-          "fig3": (90, 25), "fig4": (90, 25), "stacks": (240, 90)}
+          "fig3": (90, 25), "fig4": (90, 25), "stacks": (240, 90), "graph": (120, 45)}
 # Linked stacks (issue 9, bench/stacks/weft_stacks.cc): bigstack's thread
 # counts, and the most fixed 1 MB stacks this shared machine is asked to
 # keep resident (800: 0.85 GiB; 10,000 would be 10.4 GiB).
 STACK_THREADS = [800, 10_000, 100_000]
 STACK_THREADS_QUICK = [800, 10_000]
 FIXED_BIGSTACK_CAP = 800
+# The blocking graph (issue 10, src/observe/graph.*): weft-micro's park-heavy
+# benchmarks under each setting, (name, environment, params). Every run
+# unsets WEFT_GRAPH, WEFT_GRAPH_DEPTH and WEFT_POLICY first, so "off" is off
+# whatever the caller's environment says. 5 repetitions at least: the
+# differences are a few ns.
+GRAPH_BENCHES = ["cond_pingpong", "switch", "create_join"]
+GRAPH_CONFIGS = [
+    ("off", {}, {"graph": "off", "depth": 0}),
+    ("every park, depth 8", {"WEFT_GRAPH": "1"}, {"graph": "1", "depth": 8}),
+    ("every park, depth 1", {"WEFT_GRAPH": "1", "WEFT_GRAPH_DEPTH": "1"}, {"graph": "1", "depth": 1}),
+    ("one park in 20, depth 8", {"WEFT_GRAPH": "20"}, {"graph": "20", "depth": 8}),
+]
+GRAPH_REPS = 5
 
 
 def find_systems(bench_dir):
@@ -124,9 +141,15 @@ class Planner:
         self.cpu, self.reps = str(cpu), reps
         self.plan = []
 
-    def add(self, bid, sysid, pkey, path, args, rep, timeout, share_ok, check=None, system=None):
+    def add(self, bid, sysid, pkey, path, args, rep, timeout, share_ok, check=None, system=None, env=None):
+        """env: [NAME, ...] to unset and {NAME: value} to set, as an `env` prefix (the command reproduces the run)."""
         label = f"{sysid} {bid}" + "".join(f" {k}={v:,}" if isinstance(v, int) else f" {k}={v}" for k, v in pkey)
-        self.plan.append({"key": (bid, sysid, tuple(pkey)), "cmd": ["taskset", "-c", self.cpu, path] + args + ["--json"],
+        prefix = []
+        if env is not None:
+            unset, assign = env
+            prefix = ["env"] + [a for n in unset for a in ("-u", n)] + [f"{k}={v}" for k, v in assign.items()]
+        self.plan.append({"key": (bid, sysid, tuple(pkey)),
+                          "cmd": prefix + ["taskset", "-c", self.cpu, path] + args + ["--json"],
                           "timeout": timeout, "label": f"{label} rep {rep + 1}", "share_ok": share_ok,
                           "check": check, "system": system})
 
@@ -160,6 +183,8 @@ def plan_micro(section, pl, systems, has, args, notes, data):
                                 "much of this shared machine's memory)"))
     elif section == "stacks":
         plan_stacks(pl, systems, args, notes)
+    elif section == "graph":
+        plan_graph(pl, systems, has, args, notes)
     elif section == "fig1":
         counts = FIG1_QUICK if quick else FIG1_THREADS
         for n in counts:
@@ -232,6 +257,26 @@ def plan_stacks(pl, systems, args, notes):
         if os.access(exe_b, os.X_OK):
             pl.add("stacks.hotsplit", "weft-linked-b", (("stacks", "linked"),), exe_b,
                    ["--bench", "hotsplit", "--stacks", "linked"], r, 120, None)
+
+
+def plan_graph(pl, systems, has, args, notes):
+    """The blocking graph's cost: weft-micro under each GRAPH_CONFIGS
+    environment, the configurations interleaved in every repetition."""
+    path = dict(systems)["weft"]
+    t = 0.1 if args.quick else 0.3
+    reps = max(pl.reps, GRAPH_REPS)
+    unset = ["WEFT_GRAPH", "WEFT_GRAPH_DEPTH", "WEFT_POLICY"]
+    for sub in GRAPH_BENCHES:
+        if sub not in has["weft"]:
+            notes.append(f"graph: weft-micro has no {sub}")
+            continue
+        for r in range(reps):
+            for _, env, params in GRAPH_CONFIGS:
+                pl.add(f"graph.{sub}", "weft", tuple(params.items()), path, ["--bench", sub, "--min-time", f"{t:g}"],
+                       r, 120, CPU_SHARE_OK, env=(unset, env))
+    notes.append("graph: weft-micro with " + "; ".join(
+        f"{name}: " + (" ".join(f"{k}={v}" for k, v in env.items()) or "WEFT_GRAPH unset")
+        for name, env, _ in GRAPH_CONFIGS) + f" ({reps} repetitions, interleaved)")
 
 
 def plan_fig2(pl, args, notes, skipped):

@@ -7,7 +7,13 @@ httperf session logs at a sweep of rates, verified the study's way.
 
 Method
   * Servers are data: bench/web/servers.json lists {"name", "kind" (knot,
-    userver, watpipe or nginx), "args"}; --servers picks some by name. weft's
+    userver, watpipe or nginx), "args"} and optionally "env" (variables set
+    for that server only, e.g. {"WEFT_GRAPH": "1"}; null unsets one: the
+    command is prefixed with `env [-u NAME] NAME=VALUE ...`, so the recorded
+    command reproduces it) and "default": false (run only when named: the
+    configurations of other benchmarks, e.g. bench/web/overload.py's);
+    --servers picks some by name, the default is every entry not marked
+    "default": false. weft's
     servers run with the listed args plus --stats (their counters are read
     before and after each run); nginx with knot_bench.py's generated configuration (master and one
     worker, sendfile, worker_connections 20000, keepalive_timeout 65).
@@ -126,8 +132,8 @@ SIZE_OF = {fs.file_name(c, i): fs.SIZES[c][i] for c in range(fs.CLASSES) for i i
 WRK_PATHS = 4000
 PACKAGES = {"httperf": "httperf", "wrk": "wrk", "nginx": "nginx-light", "taskset": "util-linux"}
 
-PRESETS = {  # servers (None: all of servers.json), rates (sessions/s), seconds of arrivals per rate, wrk
-    # seconds, sampler req/s. The full run has ten servers: about 50 s each keeps it under 10 minutes.
+PRESETS = {  # servers (None: the default entries of servers.json), rates (sessions/s), seconds of arrivals per
+    # rate, wrk seconds, sampler req/s. The full run has ten servers: about 50 s each keeps it under 10 minutes.
     # wrk runs wrk_repeat times per server and the median counts: one run of a few seconds varies by
     # several percent on this shared machine (measured: 105-117 k req/s for one server).
     "full": {"servers": None, "rates": [100, 400, 800], "duration": 10, "wrk_duration": 4, "wrk_repeat": 3,
@@ -189,19 +195,29 @@ def on_sigterm(signum, frame):
 
 # ---- servers ---------------------------------------------------------------------------------
 
+def valid_env(env):
+    """Whether a servers.json "env" is {NAME: "value" or null}."""
+    return isinstance(env, dict) and all(
+        isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) and (v is None or isinstance(v, str))
+        for k, v in env.items())
+
+
 def load_servers(path, names=None):
-    """The server specs of servers.json, those named (in that order) or all. Raises ValueError."""
+    """The server specs of servers.json, those named (in that order), or by
+    default every one not marked "default": false. Raises ValueError."""
     with open(path) as f:
         specs = json.load(f)
     if not isinstance(specs, list):
         raise ValueError(f"{path}: not a list")
     for s in specs:
         if not (isinstance(s, dict) and isinstance(s.get("name"), str) and s.get("kind") in KINDS
-                and isinstance(s.get("args", []), list)):
-            raise ValueError(f"{path}: bad entry {s!r} (want name, kind {'|'.join(KINDS)}, args list)")
+                and isinstance(s.get("args", []), list) and valid_env(s.get("env", {}))
+                and isinstance(s.get("default", True), bool)):
+            raise ValueError(f"{path}: bad entry {s!r} (want name, kind {'|'.join(KINDS)}, args list; optional "
+                             "env {NAME: value or null}, default true|false)")
     by = {s["name"]: s for s in specs}
     if not names:
-        return specs
+        return [s for s in specs if s.get("default", True)]
     unknown = [n for n in names if n not in by]
     if unknown:
         raise ValueError(f"unknown server(s) {', '.join(unknown)}; {path} has {', '.join(by)}")
@@ -224,12 +240,27 @@ def weft_bins(build, knot_bin=None):
     return bins
 
 
+def env_prefix(env):
+    """`env` argv setting (value) or unsetting (None) variables: [] for none."""
+    if not env:
+        return []
+    out = ["env"]
+    for k, v in env.items():
+        if v is None:
+            out += ["-u", k]
+    return out + [f"{k}={v}" for k, v in env.items() if v is not None]
+
+
 def server_command(spec, tools, bins, cpu, root):
     """A command maker (port, tmp) -> argv for kb.Server. weft's servers all
-    take --listen, --root and --stats (their counters at /.weft/stats)."""
+    take --listen, --root and --stats (their counters at /.weft/stats). The
+    spec's "env" becomes an `env ...` prefix (the server keeps its PID)."""
     if spec["kind"] == "nginx":
-        return kb.nginx_cmd(tools["nginx"], cpu, root)
-    return kb.knot_cmd(bins[spec["kind"]], cpu, root, list(spec.get("args", [])) + ["--stats"])
+        inner = kb.nginx_cmd(tools["nginx"], cpu, root)
+    else:
+        inner = kb.knot_cmd(bins[spec["kind"]], cpu, root, list(spec.get("args", [])) + ["--stats"])
+    prefix = env_prefix(spec.get("env"))
+    return (lambda port, tmp: prefix + inner(port, tmp)) if prefix else inner
 
 
 def port_in_use(port):
@@ -738,8 +769,8 @@ def write_wrk_script(path, paths):
 
 def base_record(spec, kind):
     return {"type": kind, "server": spec["name"], "kind": spec["kind"], "config": spec.get("args", []),
-            "rate": None, "reply_rate": None, "mbps": None, "response_ms_mean": None, "response_ms_p99": None,
-            "verified": False, "reasons": []}
+            "env": spec.get("env") or {}, "rate": None, "reply_rate": None, "mbps": None, "response_ms_mean": None,
+            "response_ms_p99": None, "verified": False, "reasons": []}
 
 
 def measure_rate(server, spec, rate, ctx, plan):
@@ -792,6 +823,8 @@ def wrk_record(server, spec, ctx):
     rec = base_record(spec, "wrk")
     rec["connections"] = ctx.wrk_connections
     results = []
+    pids = server.pids()
+    c0, t0 = proc_counters(pids), time.monotonic()
     for _ in range(ctx.wrk_repeat):
         try:
             res, cmd = kb.run_wrk(f"http://127.0.0.1:{server.port}/", ctx.wrk_connections, ctx.wrk_duration,
@@ -801,6 +834,13 @@ def wrk_record(server, spec, ctx):
             rec["reasons"] = [str(e)]
             return rec
         results.append(res)
+    wall, c1 = time.monotonic() - t0, proc_counters(pids)
+    cpu_s = c1["user_s"] - c0["user_s"] + c1["system_s"] - c0["system_s"]
+    served = sum(r.get("requests") or 0 for r in results)
+    # The server's CPU over all the runs: under 100 % the client (one wrk
+    # thread) was the limit; CPU per request compares servers whatever it was.
+    rec["server_cpu_pct"] = round(100 * cpu_s / max(wall, 1e-9), 1)
+    rec["server_cpu_us_per_req"] = round(1e6 * cpu_s / served, 2) if served else None
     results.sort(key=lambda r: r["req_s"])
     res = results[len(results) // 2]
     rec["reply_rate_runs"] = [r["req_s"] for r in results]
@@ -826,7 +866,8 @@ def progress(rec, t_start):
                 f"server CPU {rec['server_cpu']['user_pct'] + rec['server_cpu']['system_pct']:.0f} %")
     elif rec["type"] == "wrk":
         line = (f"{rec['server']} wrk c={rec.get('connections')}: {rec['reply_rate'] or 0:,.0f} req/s, "
-                f"p99 {fmt(rec['response_ms_p99'])} ms")
+                f"p99 {fmt(rec['response_ms_p99'])} ms, server CPU {fmt(rec.get('server_cpu_pct'))} %, "
+                f"{fmt(rec.get('server_cpu_us_per_req'))} µs/req")
     else:
         line = f"{rec['server']}: did not start"
     status = "ok" if rec["verified"] else "FAILED: " + "; ".join(rec["reasons"])
@@ -961,7 +1002,8 @@ def render(runs, run_info):
            f"share above {MAX_TIMEOUT_PCT:g} % nor more than {SPREAD_PCT:g} points above the mean.", ""]
 
     md += ["## Table 1: each server at its highest verified rate", ""]
-    cols = [("Config", lambda r: "`" + " ".join(r["config"]) + "`" if r["config"] else "(generated nginx.conf)"),
+    cols = [("Config", lambda r: ("`" + " ".join(r["config"]) + "`" if r["config"] else "(generated nginx.conf)")
+             + "".join(f" `{k}={v}`" if v is not None else f" `-u {k}`" for k, v in (r.get("env") or {}).items())),
             ("Rate (sessions/s)", lambda r: fmt(r["rate"], 0)),
             ("Reply rate (replies/s)", lambda r: fmt(r["reply_rate"], 0)),
             ("Throughput (Mbit/s)", lambda r: fmt(r["mbps"], 1)),
@@ -1009,7 +1051,8 @@ def render(runs, run_info):
     wrk = [r for r in runs if r["type"] == "wrk"]
     if wrk:
         md += [f"## Peak (closed loop: wrk -t1, {wrk[0].get('connections', '?')} connections, access-model paths)", "",
-               "| Server | req/s | Mbit/s | mean ms | p50 ms | p99 ms | errors |", "|---|---:|---:|---:|---:|---:|---|"]
+               "| Server | req/s | Mbit/s | mean ms | p50 ms | p99 ms | errors | server CPU % | CPU µs/req |",
+               "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
         for r in wrk:
             errs = ", ".join(f"{k} {v:,}" for k, v in (r.get("socket_errors") or {}).items() if v)
             if r.get("non_2xx"):
@@ -1018,9 +1061,13 @@ def render(runs, run_info):
             spread = f" ({', '.join(fmt(x, 0) for x in runs_)})" if len(runs_) > 1 else ""
             md.append(f"| {r['server']} | {fmt(r['reply_rate'], 0)}{spread} | {fmt(r['mbps'], 1)} | "
                       f"{fmt(r['response_ms_mean'])} | {fmt(r.get('response_ms_p50'))} | {fmt(r['response_ms_p99'])} | "
-                      f"{errs or ('none' if r['verified'] else '; '.join(r['reasons']))} |")
+                      f"{errs or ('none' if r['verified'] else '; '.join(r['reasons']))} | "
+                      f"{fmt(r.get('server_cpu_pct'))} | {fmt(r.get('server_cpu_us_per_req'))} |")
         if any(len(r.get("reply_rate_runs") or []) > 1 for r in wrk):
             md += ["", "req/s is the median of the runs in parentheses (--wrk-repeat)."]
+        if any(r.get("server_cpu_pct") is not None for r in wrk):
+            md += ["", "server CPU: over all the wrk runs (below 100 %: one wrk thread, not the server, was the "
+                   "limit); CPU µs/req: the server's CPU time per request served."]
         md.append("")
 
     for png, title in ((run_info.get("plots") or {}).items()):
@@ -1129,8 +1176,9 @@ Environment overrides, read when the matching flag is absent:
   WRK_REPEAT wrk runs per server (--wrk-repeat)
   FILESET   the file set's directory     (--fileset)
   SIZE_MB   its size in MiB              (--size-mb)
-Full run: the 10 servers of servers.json x 3 rates x (10 s + drain) + 3 wrk
-runs of 4 s (the median counts), about 9 minutes; --quick: 5 servers (knot-nb,
+Full run: the 11 default servers of servers.json (entries marked "default":
+false run only when named) x 3 rates x (10 s + drain) + 3 wrk runs of 4 s
+(the median counts), about 9 minutes; --quick: 5 servers (knot-nb,
 knot-b, userver-symped, watpipe, nginx) x 2 rates of 8 s + 3 wrk runs of 2 s,
 about 3 minutes; --smoke about 30 s. The planned time is printed at the start.
 Exit status: 0 when every run passed verification, 1 otherwise (or a tool
@@ -1159,7 +1207,8 @@ def parse_args(argv):
     ap.add_argument("--out-dir", help="where web.json, web.run.json, web.md go (default results; --smoke: "
                     "BUILD/bench-web/web-smoke)")
     ap.add_argument("--servers-file", default=SERVERS_JSON, help="the server list (default bench/web/servers.json)")
-    ap.add_argument("--servers", help="comma-separated names from the server list (default all; --quick 5 of them; env SERVERS)")
+    ap.add_argument("--servers", help="comma-separated names from the server list (default every entry not "
+                    "marked \"default\": false; --quick 5 of them; env SERVERS)")
     ap.add_argument("--rates", type=int_list, help="new sessions per second, comma-separated (default "
                     "100,400,800; --quick 100,400; env RATES)")
     ap.add_argument("--duration", type=int, help="seconds of session arrivals per rate (default 10; --quick 8; "

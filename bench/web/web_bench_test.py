@@ -268,6 +268,77 @@ class SourcePlan(unittest.TestCase):
             wb.source_plan(self.files(*[10 ** 6] * 10), 0, "auto", 28232)
 
 
+class ServersFile(unittest.TestCase):
+    """servers.json: optional "env" per server (an `env` prefix on its
+    command) and "default": false (run only when named)."""
+
+    def write(self, specs):
+        import tempfile
+        f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        json.dump(specs, f)
+        f.close()
+        self.addCleanup(os.unlink, f.name)
+        return f.name
+
+    def test_the_default_set_is_unchanged_by_the_named_only_entries(self):
+        default = [s["name"] for s in wb.load_servers(wb.SERVERS_JSON)]
+        self.assertEqual(default, ["knot-nb", "knot-c", "knot-b", "knot-uring", "knot-linked", "userver-sped",
+                                   "userver-symped", "userver-shared", "userver-b", "watpipe", "nginx"])
+        for s in wb.load_servers(wb.SERVERS_JSON):
+            self.assertNotIn("env", s)  # the make run servers run as before
+        quick = wb.PRESETS["quick"]["servers"].split(",")
+        self.assertEqual([s["name"] for s in wb.load_servers(wb.SERVERS_JSON, quick)], quick)
+
+    def test_graph_and_policy_configurations_are_there_when_named(self):
+        names = ["knot-graph", "knot-graph-d1", "knot-graph-s20", "knot-resource"]
+        by = {s["name"]: s for s in wb.load_servers(wb.SERVERS_JSON, names)}
+        self.assertEqual(list(by), names)
+        nb = wb.load_servers(wb.SERVERS_JSON, ["knot-nb"])[0]
+        for n in names:
+            self.assertEqual(by[n]["args"], nb["args"])  # knot-nb but for the environment
+            self.assertEqual(by[n]["kind"], "knot")
+        self.assertEqual(by["knot-graph"]["env"]["WEFT_GRAPH"], "1")
+        self.assertEqual((by["knot-graph-d1"]["env"]["WEFT_GRAPH"], by["knot-graph-d1"]["env"]["WEFT_GRAPH_DEPTH"]),
+                         ("1", "1"))
+        self.assertEqual(by["knot-graph-s20"]["env"]["WEFT_GRAPH"], "20")
+        self.assertEqual(by["knot-resource"]["env"]["WEFT_POLICY"], "resource")
+
+    def test_entries_without_env_or_default_still_load(self):
+        path = self.write([{"name": "a", "kind": "knot", "args": ["--mode", "nb"]}, {"name": "n", "kind": "nginx"}])
+        self.assertEqual([s["name"] for s in wb.load_servers(path)], ["a", "n"])
+
+    def test_bad_env_or_default_is_refused(self):
+        for bad in ({"env": ["WEFT_GRAPH=1"]}, {"env": {"WEFT_GRAPH": 1}}, {"env": {"BAD NAME": "1"}},
+                    {"default": "no"}):
+            path = self.write([dict({"name": "a", "kind": "knot", "args": []}, **bad)])
+            with self.assertRaises(ValueError, msg=bad):
+                wb.load_servers(path)
+
+    def test_env_prefixes_the_command_and_keeps_the_rest(self):
+        bins = {"knot": "/b/weft-knot"}
+        spec = {"name": "g", "kind": "knot", "args": ["--mode", "nb"],
+                "env": {"WEFT_GRAPH": "1", "WEFT_POLICY": None}}
+        cmd = wb.server_command(spec, {}, bins, 1, "/root")(8080, "/tmp/x")
+        self.assertEqual(cmd[:4], ["env", "-u", "WEFT_POLICY", "WEFT_GRAPH=1"])
+        plain = wb.server_command(dict(spec, env={}), {}, bins, 1, "/root")(8080, "/tmp/x")
+        self.assertEqual(cmd[4:], plain)
+        self.assertEqual(plain[:3], ["taskset", "-c", "1"])
+        self.assertIn("--stats", plain)
+        self.assertEqual(wb.env_prefix({}), [])
+
+    def test_env_is_recorded_and_shown(self):
+        spec = {"name": "knot-graph", "kind": "knot", "args": ["--mode", "nb"], "env": {"WEFT_GRAPH": "1"}}
+        self.assertEqual(wb.base_record(spec, "wrk")["env"], {"WEFT_GRAPH": "1"})
+        self.assertEqual(wb.base_record({"name": "n", "kind": "nginx"}, "wrk")["env"], {})
+        with open(os.path.join(DATA, "web_fixture.json")) as f:
+            fx = json.load(f)
+        self.assertNotIn("WEFT_GRAPH", wb.render(fx["runs"], fx["run_info"]))  # fixture runs have no "env"
+        for r in fx["runs"]:
+            if r["server"] == "knot-nb":
+                r["env"] = {"WEFT_GRAPH": "1"}
+        self.assertIn("`WEFT_GRAPH=1`", wb.render(fx["runs"], fx["run_info"]))
+
+
 class Goal(unittest.TestCase):
     def run_(self, server, kind, rate, reply, verified=True, typ="httperf"):
         return {"type": typ, "server": server, "kind": kind, "rate": rate, "reply_rate": reply, "verified": verified}

@@ -128,8 +128,8 @@ uint32_t ResourceScheduler::tickets_for(const Forecast &f) const {
         if (over_[r]) {
             if (way[r] < 0) t *= p_.promote;
             else if (way[r] > 0) t /= p_.demote;
-        } else if (util_[r] >= 0 && util_[r] < p_.low / 2 && way[r] > 0) {
-            t *= 2;
+        } else if (r != kRCpu && util_[r] >= 0 && util_[r] < p_.low / 2 && way[r] > 0) {
+            t *= 2; // (not for the CPU: admitting work while the CPU idles needs no push)
         }
     }
     if (t < 1) return 1;
@@ -257,6 +257,7 @@ struct ResourceState {
     uint64_t learned = 0;   // capacity learned from thrashing, 0: none
     double fault_rate = 0;  // major faults per second, averaged over kFaultWindowNs
     int statm = -1;         // /proc/self/statm
+    int schedstat = -1;     // /proc/thread-self/schedstat of the vproc's thread (-1: not yet, -2: none)
     int64_t fds_base = 0;   // descriptors open when the runtime started
     uint64_t fds_limit = 0;
     double util[kRCount] = {-1, -1, -1};
@@ -268,13 +269,32 @@ struct ResourceState {
         rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) fds_limit = rl.rlim_cur;
         last_ns = now_ns();
-        last_cpu_ns = thread_cpu_ns();
+        last_cpu_ns = 0; // read at the first period, on the vproc's own thread
         rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         last_majflt = static_cast<uint64_t>(ru.ru_majflt);
     }
     ~ResourceState() {
         if (statm >= 0) close(statm);
+        if (schedstat >= 0) close(schedstat);
+    }
+
+    // The calling kernel thread's CPU time plus run-queue wait, ns
+    // (/proc/thread-self/schedstat, opened on the vproc's own thread at its
+    // first reading); its CPU time alone where that file is missing.
+    uint64_t cpu_demand_ns() {
+        if (schedstat == -1) schedstat = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        if (schedstat < 0) {
+            schedstat = -2;
+            return thread_cpu_ns();
+        }
+        char buf[128];
+        ssize_t n = pread(schedstat, buf, sizeof buf - 1, 0);
+        unsigned long long on_cpu, waiting;
+        if (n <= 0) return thread_cpu_ns();
+        buf[n] = 0;
+        if (std::sscanf(buf, "%llu %llu", &on_cpu, &waiting) != 2) return thread_cpu_ns();
+        return on_cpu + waiting;
     }
 
     // Anonymous memory of the process (resident less file-backed), bytes.
@@ -290,8 +310,11 @@ struct ResourceState {
 
     void measure(uint64_t now) {
         double dt = static_cast<double>(now - last_ns);
-        uint64_t cpu = thread_cpu_ns();
-        util[kRCpu] = static_cast<double>(cpu - last_cpu_ns) / dt;
+        // CPU demand, not use: time on the CPU plus time waiting for it in
+        // the kernel's run queue. A vproc held back by a quota or by other
+        // processes uses little CPU while it is overloaded.
+        uint64_t cpu = cpu_demand_ns();
+        util[kRCpu] = last_cpu_ns ? static_cast<double>(cpu - last_cpu_ns) / dt : -1;
         last_cpu_ns = cpu;
         rusage ru;
         getrusage(RUSAGE_SELF, &ru);
