@@ -381,9 +381,14 @@ Tcb *resource_pick(void *s) {
 
 size_t resource_ready(void *s) { return static_cast<ResourceState *>(s)->sched.ready(); }
 
+// An acceptor takes every connection waiting in one turn; demoting its node
+// makes its turns rarer, not smaller. While the CPU is over-booked the I/O
+// layer yields after each accept, so each turn admits one connection.
+bool resource_hold_new_work(void *s) { return static_cast<ResourceState *>(s)->sched.over(kRCpu); }
+
 } // namespace
 
-const PolicyOps kResourcePolicy = {"resource", resource_create, resource_destroy, resource_enqueue,
-                                   resource_pick, resource_ready, nullptr};
+const PolicyOps kResourcePolicy = {"resource",    resource_create, resource_destroy,      resource_enqueue,
+                                   resource_pick, resource_ready,  nullptr, resource_hold_new_work};
 
 } // namespace weft::detail
