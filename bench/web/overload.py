@@ -536,14 +536,24 @@ def open_point(spec, point, ctx, rep, want_graph):
             "weft_stats": slim_stats(r.get("weft_stats")), "rss_kb_max": r.get("rss_kb_max")})
         rec["problems"] += [x for x in r.get("reasons", []) if "httperf" in x or "died" in x]
         if want_graph and graph_on(spec):
-            g = fetch_graph(server.port)
-            if g:
-                rec["graph"] = graph_summary(g)
+            keep_graph(rec, server)
     finally:
-        problem = wb.stop_server(server)
-        if problem:
-            rec["problems"].append(problem)
+        stop(rec, server)
     return rec
+
+
+def keep_graph(rec, server):
+    """The running server's blocking graph, summarised into the record."""
+    g = fetch_graph(server.port)
+    if g:
+        rec["graph"] = graph_summary(g)
+
+
+def stop(rec, server):
+    """Stop the server; a problem stopping it goes into the record."""
+    problem = wb.stop_server(server)
+    if problem:
+        rec["problems"].append(problem)
 
 
 def closed_point(spec, conns, ctx, rep, want_graph):
@@ -581,13 +591,9 @@ def closed_point(spec, conns, ctx, rep, want_graph):
         if r.get("reply_rate") is None:
             rec["problems"] += r.get("reasons", []) or ["no wrk result"]
         if want_graph and graph_on(spec):
-            g = fetch_graph(server.port)
-            if g:
-                rec["graph"] = graph_summary(g)
+            keep_graph(rec, server)
     finally:
-        problem = wb.stop_server(server)
-        if problem:
-            rec["problems"].append(problem)
+        stop(rec, server)
     return rec
 
 
