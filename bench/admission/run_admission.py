@@ -478,23 +478,16 @@ def render_md(doc):
               f"Producer loops over the run ({s['seconds']:g} s; a killed run counts nothing after its death). "
               f"Thrashing: a share of 100 ms intervals with >= {THRASH_FAULTS_S} major faults/s. "
               f"[busy]: other processes used >= {BUSY_CPUS} CPUs during the run.", ""]
-    lines.append("| producers | " + " | ".join(rts) + " |")
-    lines.append("|---:|" + "---:|" * len(rts))
-    for n in s["producers"]:
-        cells = []
-        for rt in rts:
-            r = next((x for x in sweep if x["runtime"] == rt and x["producers"] == n), None)
-            cells.append(fmt_cell(r))
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    def table(cell):  # producers x runtimes, cell(run or None)
+        lines.append("| producers | " + " | ".join(rts) + " |")
+        lines.append("|---:|" + "---:|" * len(rts))
+        for n in s["producers"]:
+            runs_n = [next((x for x in sweep if x["runtime"] == rt and x["producers"] == n), None) for rt in rts]
+            lines.append(f"| {n} | " + " | ".join(cell(r) for r in runs_n) + " |")
+
+    table(fmt_cell)
     lines += ["", "Second half of each run (loops/s):", ""]
-    lines.append("| producers | " + " | ".join(rts) + " |")
-    lines.append("|---:|" + "---:|" * len(rts))
-    for n in s["producers"]:
-        cells = []
-        for rt in rts:
-            r = next((x for x in sweep if x["runtime"] == rt and x["producers"] == n), None)
-            cells.append("-" if r is None else f"{r['steady_loops_per_s']:,.0f}")
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    table(lambda r: "-" if r is None else f"{r['steady_loops_per_s']:,.0f}")
     series = [r for r in runs if r["phase"] == "series"]
     if series:
         lines += ["", f"## Over time at {s['series_producers']} producers ({s['series_seconds']:g} s)", "",

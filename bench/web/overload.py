@@ -490,10 +490,8 @@ def base(spec, mode, params, rep):
 def open_point(spec, point, ctx, rep, want_graph):
     """One open-loop run: httperf sessions at point["rate"] with the sampler, the server under the quota."""
     rec = base(spec, "open", {"rate": point["rate"], "factor": point["factor"]}, rep)
-    try:
-        server = start(spec, ctx)
-    except kb.ServerError as e:
-        rec["problems"].append(f"did not start: {e}")
+    server = start_for(rec, spec, ctx)
+    if server is None:
         return rec
     try:
         try:
@@ -542,6 +540,15 @@ def open_point(spec, point, ctx, rep, want_graph):
     return rec
 
 
+def start_for(rec, spec, ctx):
+    """The server for one point, or None with the reason in the record."""
+    try:
+        return start(spec, ctx)
+    except kb.ServerError as e:
+        rec["problems"].append(f"did not start: {e}")
+        return None
+
+
 def keep_graph(rec, server):
     """The running server's blocking graph, summarised into the record."""
     g = fetch_graph(server.port)
@@ -559,10 +566,8 @@ def stop(rec, server):
 def closed_point(spec, conns, ctx, rep, want_graph):
     """One closed-loop run: wrk -t1 with `conns` keep-alive connections, the server on its CPU alone."""
     rec = base(spec, "closed", {"connections": conns}, rep)
-    try:
-        server = start(spec, ctx)
-    except kb.ServerError as e:
-        rec["problems"].append(f"did not start: {e}")
+    server = start_for(rec, spec, ctx)
+    if server is None:
         return rec
     try:
         if ctx.closed_cap:
@@ -1314,17 +1319,7 @@ def run(args, specs, tools, bins, ctx):
     run_info["runs"] = runs
     if not args.smoke:
         run_info["plot"], run_info["plot_note"] = plot(records, run_info, os.path.join(args.out_dir, "overload.png"))
-    with open(paths["run.json"], "w") as f:
-        json.dump(run_info, f, indent=2)
-        f.write("\n")
-    with open(paths["httperf.log"], "w") as f:
-        for label, texts in ctx.httperf_log:
-            for j, t in enumerate(texts):
-                f.write(f"==== {label} client {j}\n{t.rstrip()}\n\n")
-    md = render(records, run_info)
-    with open(paths["md"], "w") as f:
-        f.write(md)
-    print(md)
+    wb.write_reports(paths, run_info, ctx.httperf_log, render(records, run_info))
     log(f"overload: wrote {', '.join(paths.values())}"
         + (f", {os.path.join(args.out_dir, run_info['plot'])}" if run_info.get("plot") else "")
         + f" ({run_info['total_seconds']:.0f} s)")

@@ -1196,6 +1196,21 @@ def int_list(text):
     return v
 
 
+def write_reports(paths, info, httperf_log, md):
+    """Write paths["run.json"] (info), paths["httperf.log"] (every httperf
+    client's output, by label) and paths["md"] (the report, also printed)."""
+    with open(paths["run.json"], "w") as f:
+        json.dump(info, f, indent=2)
+        f.write("\n")
+    with open(paths["httperf.log"], "w") as f:
+        for label, texts in httperf_log:
+            for j, t in enumerate(texts):
+                f.write(f"==== {label} client {j}\n{t.rstrip()}\n\n")
+    with open(paths["md"], "w") as f:
+        f.write(md)
+    print(md)
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="Compares web-server architectures (weft-knot's modes, nginx) on the EuroSys'07 study's "
@@ -1434,17 +1449,7 @@ def write_outputs(args, runs, ctx, facts, notes, manifest, total, nofile):
             "servers_file": args.servers_file, "commands": ctx.commands,
             "nginx_conf": kb.NGINX_CONF.format(user=kb.nginx_user_line(), tmp="TMP", port="PORT", root=ctx.root),
             "notes": notes, "plots": plots, "plot_note": plot_note, "total_seconds": round(total, 1)}
-    with open(paths["run.json"], "w") as f:
-        json.dump(info, f, indent=2)
-        f.write("\n")
-    with open(paths["httperf.log"], "w") as f:
-        for label, texts in ctx.httperf_log:
-            for j, t in enumerate(texts):
-                f.write(f"==== {label} client {j}\n{t.rstrip()}\n\n")
-    md = render(runs, info)
-    with open(paths["md"], "w") as f:
-        f.write(md)
-    print(md)
+    write_reports(paths, info, ctx.httperf_log, render(runs, info))
     log(f"web_bench: wrote {', '.join(paths.values())}" + "".join(f", {p}" for p in plots) + f" ({total:.0f} s)")
     if args.smoke:
         bad = check_outputs(args.out_dir, [s for s in info["settings"]["servers"]], ctx.rates)
