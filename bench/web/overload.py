@@ -513,8 +513,15 @@ def open_point(spec, point, ctx, rep, want_graph):
         connect = [float(m) for t in texts for m in re.findall(r"^Connection time \[ms\]: connect ([\d.]+)", t, re.M)]
         samp = r.get("sampler") or {}
         per = samp.get("per_size", {})
+        # Replies counted are 2xx: a server that sheds load answers 503 fast,
+        # and those are refusals, not throughput.
+        status = r.get("status") or {}
+        answered = sum(status.values())
+        ok_share = status.get("2xx", 0) / answered if answered else 1.0
         rec.update({
-            "reply_rate": r.get("reply_rate"), "mbps": r.get("mbps"), "response_ms_mean": r.get("response_ms_mean"),
+            "reply_rate": None if r.get("reply_rate") is None else round(r["reply_rate"] * ok_share, 1),
+            "reply_rate_all": r.get("reply_rate"), "status": status, "non_2xx": answered - status.get("2xx", 0),
+            "mbps": r.get("mbps"), "response_ms_mean": r.get("response_ms_mean"),
             "connect_ms_mean": round(statistics.mean(connect), 1) if connect else None,
             "p50_ms": samp.get("p50_ms"), "p99_new_ms": samp.get("p99_ms"), "keepalive": kas,
             "p99_ms": max((x for x in (samp.get("p99_ms"), kas.get("p99_ms")) if x is not None), default=None),
@@ -793,6 +800,8 @@ def summarise(runs):
             rec["keepalive_errors"] = sum((r.get("keepalive") or {}).get("errors", 0) for r in ok)
             rec["sampler_timeouts"] = sum(r["sampler"]["timeouts"] for r in ok)
             rec["sampler_errors"] = sum(r["sampler"]["errors"] + r["sampler"]["wrong"] for r in ok)
+            rec["sampler_requests"] = sum(r["sampler"].get("requests") or 0 for r in ok)
+            rec["non_2xx"] = sum(r.get("non_2xx") or 0 for r in ok)
             rec["server_cpu_of_quota"] = med([r["server_cpu_of_quota"] for r in use])
             rec["study_verified"] = [r.get("study_verified") for r in ok]
         else:
@@ -963,6 +972,9 @@ def render_mode(records, run, mode, servers):
                     f"{fmt(r.get('p99_new_ms'))} / {fmt(r.get('p99_keepalive_ms'))}" if mode == "open"
                     else fmt(r["p99_ms"])]
             if mode == "open":
+                errs += f"; non-2xx replies {r['non_2xx']:,}" if r.get("non_2xx") else ""
+                errs += (f"; sampler refused {r['sampler_errors']:,}/{r['sampler_requests']:,}"
+                         if r.get("sampler_errors") else "")
                 errs += f"; sampler timeouts {r['sampler_timeouts']}" if r["sampler_timeouts"] else ""
                 errs += f"; keep-alive timeouts {r['keepalive_timeouts']}" if r.get("keepalive_timeouts") else ""
                 row += [f"{fmt(r.get('connect_ms_mean'))} / {fmt(r.get('response_ms_mean'))}",
@@ -988,7 +1000,11 @@ def render_mode(records, run, mode, servers):
                                                                     "request); kept: the keep-alive sampler's "
                                                                     "(requests on admitted connections). connect / "
                                                                     "response: httperf's means; errors: httperf's by "
-                                                                    "kind, summed over repetitions."
+                                                                    "kind, summed over repetitions, with the replies "
+                                                                    "that were not 2xx (a server shedding load "
+                                                                    "answers 503: replies/s counts 2xx only) and the "
+                                                                    "sampler's requests refused (503 or reset; its "
+                                                                    "p99 is of the answered ones)."
                                                                     if mode == "open" else ""), ""]
     return md
 

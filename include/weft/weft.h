@@ -90,6 +90,10 @@ typedef struct weft_config {
     size_t mem_limit;    /* WEFT_MEM_LIMIT (bytes, K/M/G suffix); default: the memory
                             cgroup's limit. The memory the resource-aware policy
                             (policy "resource", docs/scheduling.md) rations. */
+    int admit_target_ms; /* WEFT_ADMIT_TARGET_MS (1..60000); default 100. Under the
+                            resource policy, while the CPU is over-booked, weft_admit
+                            tells a thread that waited longer than this between its
+                            creation and its first run to shed its work. */
 } weft_config;
 
 /* Fill *cfg with "unset" values (zeros / NULL). */
@@ -357,6 +361,17 @@ int weft_set_io_deadline_ns(uint64_t deadline_ns);
  * Outside weft_main fn runs on the calling thread. */
 void *weft_offload(void *(*fn)(void *), void *arg);
 
+/* Admission control, for servers: a thread created to serve new work (a
+ * connection) calls it before taking the work on. 1: serve it; 0: shed it —
+ * answer "busy" as cheaply as possible (e.g. 503 and close) and finish.
+ * Under the resource-aware policy (docs/scheduling.md) it answers 0 while
+ * the CPU is over-booked to a thread that waited longer than
+ * admit_target_ms (WEFT_ADMIT_TARGET_MS) to run for the first time, so the
+ * work a server takes on starts within that target and the rest is refused
+ * at once instead of queueing; other policies always answer 1. Outside
+ * weft_main: 1. */
+int weft_admit(void);
+
 /* ------------------------------------------------------------------ */
 /* Introspection                                                       */
 /* ------------------------------------------------------------------ */
@@ -405,6 +420,7 @@ typedef struct weft_stats {
     uint64_t stack_spare_hits; /* ... of which reused the thread's spare chunk (no allocation) */
     uint64_t stack_chunks;     /* chunks carved or mapped from fresh memory */
     uint64_t stack_chunks_given_back; /* chunks whose memory went back above the high-water mark */
+    uint64_t admissions_shed;  /* weft_admit calls answered 0 (shed the work) */
 } weft_stats_t;
 
 /* vproc >= 0: that vproc's counters; -1: the sum over all vprocs. EINVAL for

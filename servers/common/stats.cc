@@ -21,12 +21,12 @@ std::string stats_json(const char *server, const char *mode, double uptime_s, co
     int n = snprintf(
         buf, sizeof buf,
         "{\"server\": \"%s\", \"mode\": \"%s\", \"uptime_s\": %.1f,\n"
-        " \"connections\": {\"open\": %ld, \"accepted\": %llu, \"rejected_busy\": %llu, \"accept_errors\": %llu},\n"
+        " \"connections\": {\"open\": %ld, \"accepted\": %llu, \"rejected_busy\": %llu, \"shed\": %llu, \"accept_errors\": %llu},\n"
         " \"requests\": %llu, \"bytes_out\": %llu, \"timeouts\": %llu,\n"
         " \"status\": {\"2xx\": %llu, \"3xx\": %llu, \"4xx\": %llu, \"5xx\": %llu},\n"
         " \"file_cache\": {\"entries\": %llu, \"hits\": %llu, \"misses\": %llu, \"revalidations\": %llu,"
         " \"evictions\": %llu, \"content_bytes\": %llu}",
-        server, mode, uptime_s, c.open_conns.load(), r(c.accepted), r(c.rejected_busy), r(c.accept_errors),
+        server, mode, uptime_s, c.open_conns.load(), r(c.accepted), r(c.rejected_busy), r(c.shed), r(c.accept_errors),
         r(c.requests), r(c.bytes_out), r(c.timeouts), r(c.status_2xx), r(c.status_3xx), r(c.status_4xx),
         r(c.status_5xx), u(cc.entries), u(cc.hits), u(cc.misses), u(cc.revalidations), u(cc.evictions),
         u(cc.content_bytes));

@@ -17,8 +17,8 @@ namespace weft::srv {
 // Counters of a server; std::atomic so that several threads, loops, or
 // processes over a MAP_SHARED page can add to one set.
 struct ServerCounters {
-    std::atomic<uint64_t> accepted{0}, requests{0}, bytes_out{0}, rejected_busy{0}, accept_errors{0}, timeouts{0},
-        status_2xx{0}, status_3xx{0}, status_4xx{0}, status_5xx{0};
+    std::atomic<uint64_t> accepted{0}, requests{0}, bytes_out{0}, rejected_busy{0}, shed{0}, accept_errors{0},
+        timeouts{0}, status_2xx{0}, status_3xx{0}, status_4xx{0}, status_5xx{0};
     std::atomic<long> open_conns{0};
 };
 

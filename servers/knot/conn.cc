@@ -117,10 +117,11 @@ void stats_reply(Server &s, const Request &req, bool keep_alive, std::string *bo
                      " \"threads_created\": %llu, \"io_syscalls\": %llu, \"io_parks\": %llu, \"io_waits\": %llu,"
                      " \"io_completions\": %llu, \"sendfile_bytes\": %llu, \"offloaded\": %llu,"
                      " \"stacks_mapped\": %llu, \"stack_links\": %llu, \"stack_spare_hits\": %llu,"
-                     " \"stack_chunks\": %llu}",
+                     " \"stack_chunks\": %llu, \"admissions_shed\": %llu}",
                      weft_vproc_count(), weft_io_backend(), u(w.switches), u(w.threads_live), u(w.threads_created),
                      u(w.io_syscalls), u(w.io_parks), u(w.io_waits), u(w.io_completions), u(w.sendfile_bytes),
-                     u(w.offloaded), u(w.stacks_mapped), u(w.stack_links), u(w.stack_spare_hits), u(w.stack_chunks));
+                     u(w.offloaded), u(w.stacks_mapped), u(w.stack_links), u(w.stack_spare_hits), u(w.stack_chunks),
+                     u(w.admissions_shed));
     *body = weft::srv::stats_json("weft-knot", mode_name(s.opt.mode),
                                   static_cast<double>(weft_now_ns() - s.started_ns) / 1e9, s.counters,
                                   s.cache->counters(),

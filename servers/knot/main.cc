@@ -126,18 +126,25 @@ struct Accepted {
     struct sockaddr_storage peer;
 };
 
-void *connection_thread(void *arg) {
-    Accepted *a = static_cast<Accepted *>(arg);
-    Accepted mine = *a;
-    delete a;
-    serve_connection(server, mine.fd, mine.peer);
-    return nullptr;
-}
-
 void refuse(int fd) { // 503 and close, never waiting on this client
     weft_send(fd, busy_reply, busy_len, MSG_DONTWAIT);
     weft_close(fd);
     server.counters.rejected_busy.fetch_add(1, std::memory_order_relaxed);
+}
+
+void *connection_thread(void *arg) {
+    Accepted *a = static_cast<Accepted *>(arg);
+    Accepted mine = *a;
+    delete a;
+    // Past capacity, a connection that waited too long to start is refused
+    // at once rather than served late (weft_admit, docs/scheduling.md).
+    if (!weft_admit()) {
+        refuse(mine.fd);
+        server.counters.shed.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+    }
+    serve_connection(server, mine.fd, mine.peer);
+    return nullptr;
 }
 
 // The descriptor table is full: take one connection with the spare

@@ -213,6 +213,19 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
             if (!parse_size(e, &v) || v == 0) return config_error("WEFT_MEM_LIMIT=%s: expected bytes, e.g. 512M or 2G", e);
             out->mem_limit = v;
         }
+    long admit_ms = c.admit_target_ms;
+    if (!admit_ms)
+        if (const char *e = std::getenv("WEFT_ADMIT_TARGET_MS"); e && *e) {
+            char *end;
+            errno = 0;
+            admit_ms = std::strtol(e, &end, 10);
+            if (*end || errno) admit_ms = -1;
+        }
+    if (admit_ms) {
+        if (admit_ms < 1 || admit_ms > 60000)
+            return config_error("admit_target_ms (WEFT_ADMIT_TARGET_MS) %s: expected 1..60000", "out of range");
+        out->admit_target_ns = static_cast<uint64_t>(admit_ms) * 1000000u;
+    }
     return true;
 }
 

@@ -31,6 +31,7 @@ struct RuntimeConfig {
     int graph_sample = 0;              // WEFT_GRAPH: 0 off, N: one park in N
     int graph_depth = 8;               // WEFT_GRAPH_DEPTH
     uint64_t mem_limit = 0;            // WEFT_MEM_LIMIT: the resource policy's memory capacity (0: the cgroup's)
+    uint64_t admit_target_ns = 100'000'000; // WEFT_ADMIT_TARGET_MS: weft_admit's target (resource policy)
 
     // Offload workers: enough that a few slow disk reads or a blocking
     // sendfile do not hold up the others, few enough to cost nothing idle

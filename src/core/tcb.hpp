@@ -86,6 +86,7 @@ struct Tcb {
     uint64_t io_deadline = 0;    // absolute I/O deadline, ns (0: none)
     char name[kThreadNameMax];   // name[0] == 0: unnamed (set by create_thread)
     GraphThread *graph = nullptr; // the blocking graph's record of it (observe/graph.hpp), while the graph is on
+    uint64_t policy_word;        // the scheduling policy's own (resource: when queued new, then how long it waited)
 };
 
 // Where the TCB of a thread whose stack ends at `hi` lives: the top of the

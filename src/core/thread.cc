@@ -319,6 +319,14 @@ int weft_yield(void) {
     return 0;
 }
 
+int weft_admit(void) {
+    Vproc *vp = tls_vproc;
+    if (!vp || vp->fifo || !vp->pol->admit) return 1;
+    if (vp->pol->admit(vp->pol_state, vp->current)) return 1;
+    vp->stats.shed.add();
+    return 0;
+}
+
 } // extern "C"
 
 namespace {

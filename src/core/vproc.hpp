@@ -91,6 +91,7 @@ struct VprocCounters {
     Counter parks[WEFT_PARK_REASON_COUNT];
     Counter remote_wakeups, timers_fired, idle_sleeps;
     Counter io_syscalls, io_parks, io_waits, io_completions, sendfile_bytes, offloaded;
+    Counter shed; // weft_admit answered 0
     std::atomic<uint64_t> created_remotely{0}; // threads other vprocs created with this home
 };
 

@@ -219,9 +219,6 @@ int weft_accept4(int fd, sockaddr *addr, socklen_t *addrlen, int flags) {
                             WEFT_SITE());
     if (r < 0) return static_cast<int>(posix_result(r));
     fd_created(vp, static_cast<int>(r), s->kind, flags & SOCK_NONBLOCK, false);
-    // Admission control (docs/scheduling.md): one connection per turn while
-    // the policy holds new work back.
-    if (!vp->fifo && vp->pol->hold_new_work && vp->pol->hold_new_work(vp->pol_state)) weft_yield();
     return static_cast<int>(r);
 }
 

@@ -23,6 +23,7 @@ void add(weft_stats_t *out, const Vproc &vp) {
     out->io_completions += c.io_completions.get();
     out->sendfile_bytes += c.sendfile_bytes.get();
     out->offloaded += c.offloaded.get();
+    out->admissions_shed += c.shed.get();
     const StackCounters &s = vp.stacks.counters();
     out->stacks_mapped += s.mapped;
     out->stacks_reused += s.reused;

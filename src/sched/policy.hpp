@@ -15,9 +15,13 @@
 // and may provide (nullptr = not interested):
 //   on_park(state, t, reason, site)   t is about to park (reason: weft_park_reason,
 //                                     site: where it blocked, see core/park.hpp)
-//   hold_new_work(state)              true while new work should wait: the I/O
-//                                     layer then yields after each accepted
-//                                     connection (admission control)
+//   admit(state, t)                   t, the running thread, is about to take on
+//                                     new work (weft_admit: a connection it was
+//                                     created for); false: shed it instead
+//                                     (admission control)
+//
+// Tcb::policy_word is the policy's to use, one word per thread, never
+// touched by anything else (not initialised at creation: set it in enqueue).
 //
 // All operations run on the vproc that owns the state, never concurrently:
 // threads woken from other vprocs arrive through the vproc's inbox first.
@@ -38,7 +42,7 @@ struct PolicyOps {
     Tcb *(*pick)(void *state);
     size_t (*ready)(void *state);
     void (*on_park)(void *state, Tcb *t, int reason, const void *site);
-    bool (*hold_new_work)(void *state);
+    bool (*admit)(void *state, Tcb *t);
 };
 
 // The policy called `name`, or nullptr. Names: "fifo", "resource".

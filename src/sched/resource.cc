@@ -121,9 +121,10 @@ uint32_t ResourceScheduler::tickets_for(const Forecast &f) const {
     int way[kRCount];
     way[kRMem] = sign(f.heap, p_.heap_epsilon);
     way[kRFds] = sign(f.fds, p_.count_epsilon);
-    // CPU: new work is a thread created or a descriptor opened; finishing
-    // work is a descriptor closed.
-    way[kRCpu] = f.threads > p_.count_epsilon || f.fds > p_.count_epsilon ? 1 : f.fds < -p_.count_epsilon ? -1 : 0;
+    // CPU: new work is a thread that has not run yet; finishing work is a
+    // descriptor closed. (The acceptor, which opens descriptors and creates
+    // threads, is neither: see admission control in resource.hpp.)
+    way[kRCpu] = f.fresh ? 1 : f.fds < -p_.count_epsilon ? -1 : 0;
     for (int r = 0; r < kRCount; ++r) {
         if (over_[r]) {
             if (way[r] < 0) t *= p_.promote;
@@ -248,6 +249,12 @@ int count_open_fds() {
     return n - 1; // the directory's own descriptor
 }
 
+ResourceParams params_for(const Vproc *vp) {
+    ResourceParams p;
+    p.admit_target_ns = vp->rt->cfg.admit_target_ns;
+    return p;
+}
+
 struct ResourceState {
     Vproc *vp;
     ResourceScheduler sched;
@@ -262,7 +269,9 @@ struct ResourceState {
     uint64_t fds_limit = 0;
     double util[kRCount] = {-1, -1, -1};
 
-    explicit ResourceState(Vproc *v) : vp(v) {
+    double ns_per_tick = 0; // the TSC's rate (set at the first period, before anything is over-booked)
+
+    explicit ResourceState(Vproc *v) : vp(v), sched(params_for(v)) {
         mem_limit = v->rt->cfg.mem_limit ? v->rt->cfg.mem_limit : cgroup_memory_limit();
         statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
         fds_base = count_open_fds();
@@ -361,6 +370,7 @@ struct ResourceState {
         uint64_t now = now_ns();
         if (now - last_ns < kPeriodNs) return;
         measure(now);
+        if (!ns_per_tick) ns_per_tick = 1.0 / graph_ticks_per_ns(vp->rt);
         sched.update(util, vp->graph ? vp->graph->node_count() : 0, [this](uint32_t n) { return forecast(n); });
     }
 };
@@ -368,27 +378,37 @@ struct ResourceState {
 void *resource_create(Vproc *vp) { return new ResourceState(vp); }
 void resource_destroy(void *s) { delete static_cast<ResourceState *>(s); }
 
+// A thread that has not run yet (the graph attaches its record at the
+// first run) joins the new-work queue stamped with the time; when picked,
+// the stamp becomes how long it waited, for weft_admit.
 void resource_enqueue(void *s, Tcb *t) {
     auto *st = static_cast<ResourceState *>(s);
-    st->sched.enqueue(t, t->graph ? t->graph->at : ResourceScheduler::kNewWork);
+    if (t->graph) {
+        st->sched.enqueue(t, t->graph->at);
+    } else {
+        t->policy_word = graph_ticks();
+        st->sched.enqueue(t, ResourceScheduler::kNewWork);
+    }
 }
 
 Tcb *resource_pick(void *s) {
     auto *st = static_cast<ResourceState *>(s);
     st->maybe_update();
-    return st->sched.pick();
+    Tcb *t = st->sched.pick();
+    if (t && !t->graph) t->policy_word = graph_ticks() - t->policy_word;
+    return t;
 }
 
 size_t resource_ready(void *s) { return static_cast<ResourceState *>(s)->sched.ready(); }
 
-// An acceptor takes every connection waiting in one turn; demoting its node
-// makes its turns rarer, not smaller. While the CPU is over-booked the I/O
-// layer yields after each accept, so each turn admits one connection.
-bool resource_hold_new_work(void *s) { return static_cast<ResourceState *>(s)->sched.over(kRCpu); }
+bool resource_admit(void *s, Tcb *t) {
+    auto *st = static_cast<ResourceState *>(s);
+    return st->sched.admit(static_cast<uint64_t>(static_cast<double>(t->policy_word) * st->ns_per_tick));
+}
 
 } // namespace
 
 const PolicyOps kResourcePolicy = {"resource",    resource_create, resource_destroy,      resource_enqueue,
-                                   resource_pick, resource_ready,  nullptr, resource_hold_new_work};
+                                   resource_pick, resource_ready,  nullptr, resource_admit};
 
 } // namespace weft::detail

@@ -19,11 +19,19 @@
 //     get twice their tickets: more of it in use means more throughput.
 //
 // What "acquires" means per resource: memory, a positive heap change;
-// descriptors, a positive descriptor change; CPU, new work — threads
-// created or descriptors opened (the acceptor's edge): under CPU overload
-// the policy finishes admitted work before it admits more. That is the
-// admission control: new work waits (in the kernel's accept queue) while a
-// resource it would take is over-booked.
+// descriptors, a positive descriptor change; CPU, new work — a thread that
+// has not run yet; finishing work (a descriptor closed) releases it. Under
+// CPU overload the policy finishes admitted work before it starts new.
+//
+// Admission control is the CPU's part of that plus a verdict (weft_admit):
+// a thread created for new work that waited longer than `admit_target`
+// between its creation and its first run, while the CPU is over-booked,
+// is told to shed the work (a server answers "busy" and closes). The
+// acceptor itself is not held back — it keeps the kernel's accept queue
+// short, so that waiting happens where the runtime can see and bound it
+// (CoDel's idea: the delay, not the queue's length, says a server is past
+// its capacity; docs/scheduling.md). Memory and descriptors hold new work
+// back through the tickets alone.
 //
 // Stride scheduling: each node with ready threads has a pass; the smallest
 // pass runs next and advances by stride = kStrideOne / tickets. A node that
@@ -61,6 +69,7 @@ struct Forecast {
     double heap = 0;     // heap bytes
     double fds = 0;      // descriptors
     double threads = 0;  // threads created
+    bool fresh = false;  // the queue of threads that have not run yet (new work)
 };
 
 struct ResourceParams {
@@ -72,6 +81,7 @@ struct ResourceParams {
     uint32_t max_tickets = 100 * 4 * 4 * 4 * 2;
     double heap_epsilon = 256; // heap change below this many bytes is neither
     double count_epsilon = 0.05; // nor is a descriptor or thread change below this
+    uint64_t admit_target_ns = 100'000'000; // weft_admit: new work that waited longer is shed under CPU overload
 };
 
 class ResourceScheduler {
@@ -98,6 +108,9 @@ public:
     }
     uint32_t tickets_for(const Forecast &f) const;
     bool over(int r) const { return over_[r]; }
+    // weft_admit's verdict for a thread that waited `waited_ns` between its
+    // creation and its first run.
+    bool admit(uint64_t waited_ns) const { return !over_[kRCpu] || waited_ns <= p_.admit_target_ns; }
     uint32_t tickets(uint32_t node) const { return node < queues_.size() ? queues_[node].tickets : p_.base; }
     const ResourceParams &params() const { return p_; }
 
@@ -112,7 +125,7 @@ private:
     static Forecast new_work() {
         Forecast f;
         f.known = true;
-        f.threads = 1; // a thread that has not run yet is work not yet admitted
+        f.fresh = true; // a thread that has not run yet is work not yet admitted
         return f;
     }
     void set_utilization(const double (&util)[kRCount]);
