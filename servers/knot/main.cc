@@ -136,10 +136,15 @@ void *connection_thread(void *arg) {
     Accepted *a = static_cast<Accepted *>(arg);
     Accepted mine = *a;
     delete a;
-    // Past capacity, a connection that waited too long to start is refused
-    // at once rather than served late (weft_admit, docs/scheduling.md).
+    // Past capacity the runtime may say to shed this connection rather than
+    // serve it late (weft_admit, docs/scheduling.md): reset it, so that the
+    // client's whole session ends here. (A 503 would let the session go on
+    // over a new connection, straight back into the queue: measured, that
+    // retry storm cut 2xx replies to a fifth.)
     if (!weft_admit()) {
-        refuse(mine.fd);
+        struct linger reset = {1, 0};
+        setsockopt(mine.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        weft_close(mine.fd);
         server.counters.shed.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }

@@ -121,10 +121,9 @@ uint32_t ResourceScheduler::tickets_for(const Forecast &f) const {
     int way[kRCount];
     way[kRMem] = sign(f.heap, p_.heap_epsilon);
     way[kRFds] = sign(f.fds, p_.count_epsilon);
-    // CPU: new work is a thread that has not run yet; finishing work is a
-    // descriptor closed. (The acceptor, which opens descriptors and creates
-    // threads, is neither: see admission control in resource.hpp.)
-    way[kRCpu] = f.fresh ? 1 : f.fds < -p_.count_epsilon ? -1 : 0;
+    // CPU: finishing work (a descriptor closed) releases it; admitting new
+    // work is weft_admit's (resource.hpp).
+    way[kRCpu] = f.fds < -p_.count_epsilon ? -1 : 0;
     for (int r = 0; r < kRCount; ++r) {
         if (over_[r]) {
             if (way[r] < 0) t *= p_.promote;
@@ -270,6 +269,7 @@ struct ResourceState {
     double util[kRCount] = {-1, -1, -1};
 
     double ns_per_tick = 0; // the TSC's rate (set at the first period, before anything is over-booked)
+    uint64_t ns(uint64_t ticks) const { return static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick); }
 
     explicit ResourceState(Vproc *v) : vp(v), sched(params_for(v)) {
         mem_limit = v->rt->cfg.mem_limit ? v->rt->cfg.mem_limit : cgroup_memory_limit();
@@ -378,7 +378,7 @@ struct ResourceState {
 void *resource_create(Vproc *vp) { return new ResourceState(vp); }
 void resource_destroy(void *s) { delete static_cast<ResourceState *>(s); }
 
-// A thread that has not run yet (the graph attaches its record at the
+// A thread that has not run yet (the graph attaches its record at its
 // first run) joins the new-work queue stamped with the time; when picked,
 // the stamp becomes how long it waited, for weft_admit.
 void resource_enqueue(void *s, Tcb *t) {
@@ -403,7 +403,7 @@ size_t resource_ready(void *s) { return static_cast<ResourceState *>(s)->sched.r
 
 bool resource_admit(void *s, Tcb *t) {
     auto *st = static_cast<ResourceState *>(s);
-    return st->sched.admit(static_cast<uint64_t>(static_cast<double>(t->policy_word) * st->ns_per_tick));
+    return st->sched.admit(st->ns(t->policy_word));
 }
 
 } // namespace

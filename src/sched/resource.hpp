@@ -19,19 +19,21 @@
 //     get twice their tickets: more of it in use means more throughput.
 //
 // What "acquires" means per resource: memory, a positive heap change;
-// descriptors, a positive descriptor change; CPU, new work — a thread that
-// has not run yet; finishing work (a descriptor closed) releases it. Under
-// CPU overload the policy finishes admitted work before it starts new.
+// descriptors, a positive descriptor change. For the CPU only finishing
+// work counts (a descriptor closed releases it): under CPU overload the
+// policy finishes admitted work first.
 //
-// Admission control is the CPU's part of that plus a verdict (weft_admit):
-// a thread created for new work that waited longer than `admit_target`
-// between its creation and its first run, while the CPU is over-booked,
-// is told to shed the work (a server answers "busy" and closes). The
-// acceptor itself is not held back — it keeps the kernel's accept queue
-// short, so that waiting happens where the runtime can see and bound it
-// (CoDel's idea: the delay, not the queue's length, says a server is past
-// its capacity; docs/scheduling.md). Memory and descriptors hold new work
-// back through the tickets alone.
+// Admission control for the CPU is a verdict, not a ticket count
+// (weft_admit), on the delay rather than the queue's length (CoDel's idea):
+// each thread is stamped when it becomes ready, and a thread that has not
+// run yet keeps how long it waited for its first run. While the CPU is
+// over-booked, a thread created for new work that asks is told to shed it
+// if it waited longer than `admit_target`; a server then refuses the
+// connection at once instead of serving it late. New work is neither held
+// back nor pushed by the tickets, and nothing holds the acceptor back:
+// waiting happens where the runtime sees and bounds it, not unseen in the
+// kernel's accept queue (docs/scheduling.md). Memory and descriptors hold
+// new work back through the tickets alone.
 //
 // Stride scheduling: each node with ready threads has a pass; the smallest
 // pass runs next and advances by stride = kStrideOne / tickets. A node that
@@ -69,7 +71,6 @@ struct Forecast {
     double heap = 0;     // heap bytes
     double fds = 0;      // descriptors
     double threads = 0;  // threads created
-    bool fresh = false;  // the queue of threads that have not run yet (new work)
 };
 
 struct ResourceParams {
@@ -110,7 +111,9 @@ public:
     bool over(int r) const { return over_[r]; }
     // weft_admit's verdict for a thread that waited `waited_ns` between its
     // creation and its first run.
-    bool admit(uint64_t waited_ns) const { return !over_[kRCpu] || waited_ns <= p_.admit_target_ns; }
+    bool admit(uint64_t waited_ns) const {
+        return !over_[kRCpu] || waited_ns <= p_.admit_target_ns;
+    }
     uint32_t tickets(uint32_t node) const { return node < queues_.size() ? queues_[node].tickets : p_.base; }
     const ResourceParams &params() const { return p_; }
 
@@ -125,8 +128,7 @@ private:
     static Forecast new_work() {
         Forecast f;
         f.known = true;
-        f.fresh = true; // a thread that has not run yet is work not yet admitted
-        return f;
+        return f; // a thread that has not run yet: neither acquires nor releases (weft_admit decides)
     }
     void set_utilization(const double (&util)[kRCount]);
     void set_tickets(uint32_t node, uint32_t tickets);
