@@ -45,17 +45,23 @@ FdTable::FdTable() : limit_(table_limit()) {
 // Descriptors weft made O_NONBLOCK (accept, connect, sendfile, ttys) get
 // their blocking mode back when the runtime ends: weft.h promises the
 // program's mode, and a child process or a plain library may use them next.
-FdTable::~FdTable() {
+void FdTable::restore_modes() {
     unsigned n = (limit_ + kChunk - 1) >> kChunkBits;
     for (unsigned i = 0; i < n; ++i) {
-        FdState *c = chunks_[i].load(std::memory_order_relaxed);
+        FdState *c = chunks_[i].load(std::memory_order_acquire);
         for (unsigned j = 0; c && j < kChunk; ++j) {
             if (!c[j].weft_nonblock || c[j].kind == FdKind::Unknown) continue;
             int fd = static_cast<int>((i << kChunkBits) + j);
             int fl = fcntl(fd, F_GETFL);
             if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+            c[j].weft_nonblock = false;
         }
     }
+}
+
+FdTable::~FdTable() {
+    restore_modes();
+    unsigned n = (limit_ + kChunk - 1) >> kChunkBits;
     for (unsigned i = 0; i < n; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
     delete[] chunks_;
 }

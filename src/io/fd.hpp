@@ -107,6 +107,9 @@ public:
         return c ? &c[static_cast<unsigned>(fd) & (kChunk - 1)] : nullptr;
     }
     int fd_of(const FdState *s) const; // reverse lookup, for backends that need it
+    // Give every descriptor weft made O_NONBLOCK its blocking mode back (at
+    // the end of the runtime, or of a process that exits from inside it).
+    void restore_modes();
 private:
     static constexpr unsigned kChunkBits = 10, kChunk = 1u << kChunkBits;
     FdState *make_chunk(unsigned i);

@@ -1,0 +1,451 @@
+// Blocking calls that park the calling weft thread instead of its vproc:
+// each goes to weft's I/O layer (docs/io.md) on a weft thread, and to libc
+// unchanged anywhere else (before main, on kernel threads weft did not make,
+// in a forked child).
+#include <fcntl.h>
+#include <sys/ioctl.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+
+#include "core/runtime.hpp"
+#include "io/fd.hpp"
+#include "posix/real.hpp"
+#include "posix/shim.hpp"
+#include "weft/weft.h"
+
+using namespace weft::posix;
+namespace wd = weft::detail;
+
+namespace {
+
+// errno-style result of a call that returned an error number.
+int fail(int e) {
+    errno = e;
+    return -1;
+}
+
+int64_t ns_of(const struct timespec *ts) { return static_cast<int64_t>(ts->tv_sec) * 1000000000 + ts->tv_nsec; }
+
+// poll's timeout for a relative timespec (NULL: forever), rounded up to
+// whole milliseconds.
+int ms_of(const struct timespec *ts) {
+    if (!ts) return -1;
+    int64_t ns = ns_of(ts);
+    if (ns <= 0) return 0;
+    int64_t ms = (ns + 999999) / 1000000;
+    return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
+}
+
+// A copy of `from`'s state for `to` (dup): the same open file, so the same
+// kind and the same O_NONBLOCK, whoever set it.
+void dup_state(int from, int to) {
+    wd::Vproc *vp = wd::tls_vproc;
+    wd::FdState *s = wd::fd_state(vp, from);
+    if (!s || s->kind == wd::FdKind::Unknown) return;
+    wd::fd_created(vp, to, s->kind, s->user_nonblock, s->weft_nonblock);
+}
+
+// Forget what weft knew of fd, without closing it (someone else will).
+void forget(int fd) {
+    wd::Vproc *vp = wd::tls_vproc;
+    wd::FdState *s = vp->rt->fds.get(fd);
+    if (s && s->kind != wd::FdKind::Unknown) wd::fd_forget(vp, s, fd);
+}
+
+// Wait until epoll fd `ep` has events or the timeout passes: its own
+// descriptor is readable while events are pending.
+bool epoll_ready(int ep, int timeout_ms) {
+    struct pollfd p = {ep, POLLIN, 0};
+    return weft_poll(&p, 1, timeout_ms) > 0;
+}
+
+} // namespace
+
+extern "C" {
+#define API __attribute__((visibility("default")))
+#define ON_WEFT_OR(call)                                                                                               \
+    do {                                                                                                               \
+        if (!on_weft()) {                                                                                              \
+            count(kOutside);                                                                                           \
+            return call;                                                                                               \
+        }                                                                                                              \
+        count(kServed);                                                                                                \
+    } while (0)
+
+API int socket(int d, int t, int p) {
+    ON_WEFT_OR(__wrap_socket(d, t, p));
+    return weft_socket(d, t, p);
+}
+API int accept(int fd, struct sockaddr *a, socklen_t *l) {
+    ON_WEFT_OR(__wrap_accept(fd, a, l));
+    return weft_accept(fd, a, l);
+}
+API int accept4(int fd, struct sockaddr *a, socklen_t *l, int f) {
+    ON_WEFT_OR(__wrap_accept4(fd, a, l, f));
+    return weft_accept4(fd, a, l, f);
+}
+API int connect(int fd, const struct sockaddr *a, socklen_t l) {
+    ON_WEFT_OR(__wrap_connect(fd, a, l));
+    return weft_connect(fd, a, l);
+}
+API ssize_t read(int fd, void *b, size_t n) {
+    ON_WEFT_OR(__wrap_read(fd, b, n));
+    return weft_read(fd, b, n);
+}
+API ssize_t write(int fd, const void *b, size_t n) {
+    ON_WEFT_OR(__wrap_write(fd, b, n));
+    return weft_write(fd, b, n);
+}
+API ssize_t readv(int fd, const struct iovec *v, int n) {
+    ON_WEFT_OR(__wrap_readv(fd, v, n));
+    return weft_readv(fd, v, n);
+}
+API ssize_t writev(int fd, const struct iovec *v, int n) {
+    ON_WEFT_OR(__wrap_writev(fd, v, n));
+    return weft_writev(fd, v, n);
+}
+API ssize_t pread(int fd, void *b, size_t n, off_t o) {
+    ON_WEFT_OR(__wrap_pread(fd, b, n, o));
+    return weft_pread(fd, b, n, o);
+}
+API ssize_t pwrite(int fd, const void *b, size_t n, off_t o) {
+    ON_WEFT_OR(__wrap_pwrite(fd, b, n, o));
+    return weft_pwrite(fd, b, n, o);
+}
+API ssize_t pread64(int fd, void *b, size_t n, off_t o) { return pread(fd, b, n, o); }
+API ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) { return pwrite(fd, b, n, o); }
+API ssize_t recv(int fd, void *b, size_t n, int f) {
+    ON_WEFT_OR(__wrap_recv(fd, b, n, f));
+    return weft_recv(fd, b, n, f);
+}
+API ssize_t send(int fd, const void *b, size_t n, int f) {
+    ON_WEFT_OR(__wrap_send(fd, b, n, f));
+    return weft_send(fd, b, n, f);
+}
+API ssize_t recvfrom(int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l) {
+    ON_WEFT_OR(__wrap_recvfrom(fd, b, n, f, a, l));
+    if (!a) return weft_recv(fd, b, n, f);
+    struct iovec v = {b, n};
+    struct msghdr m = {};
+    m.msg_name = a;
+    m.msg_namelen = l ? *l : 0;
+    m.msg_iov = &v;
+    m.msg_iovlen = 1;
+    ssize_t r = weft_recvmsg(fd, &m, f);
+    if (r >= 0 && l) *l = m.msg_namelen;
+    return r;
+}
+API ssize_t sendto(int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l) {
+    ON_WEFT_OR(__wrap_sendto(fd, b, n, f, a, l));
+    if (!a) return weft_send(fd, b, n, f);
+    struct iovec v = {const_cast<void *>(b), n};
+    struct msghdr m = {};
+    m.msg_name = const_cast<struct sockaddr *>(a);
+    m.msg_namelen = l;
+    m.msg_iov = &v;
+    m.msg_iovlen = 1;
+    return weft_sendmsg(fd, &m, f);
+}
+API ssize_t recvmsg(int fd, struct msghdr *m, int f) {
+    ON_WEFT_OR(__wrap_recvmsg(fd, m, f));
+    return weft_recvmsg(fd, m, f);
+}
+API ssize_t sendmsg(int fd, const struct msghdr *m, int f) {
+    ON_WEFT_OR(__wrap_sendmsg(fd, m, f));
+    return weft_sendmsg(fd, m, f);
+}
+API ssize_t sendfile(int out, int in, off_t *off, size_t n) {
+    ON_WEFT_OR(__wrap_sendfile(out, in, off, n));
+    return weft_sendfile(out, in, off, n);
+}
+API ssize_t sendfile64(int out, int in, off_t *off, size_t n) { return sendfile(out, in, off, n); }
+API int shutdown(int fd, int how) {
+    ON_WEFT_OR(__wrap_shutdown(fd, how));
+    return weft_shutdown(fd, how);
+}
+API int close(int fd) {
+    ON_WEFT_OR(__wrap_close(fd));
+    return weft_close(fd);
+}
+
+// dup family: the new number inherits the old one's state; one that was
+// open is closed first, through weft (its waiters are woken with EBADF).
+API int dup(int fd) {
+    ON_WEFT_OR(__wrap_dup(fd));
+    int r = __wrap_dup(fd);
+    if (r >= 0) dup_state(fd, r);
+    return r;
+}
+API int dup3(int from, int to, int flags) {
+    ON_WEFT_OR(__wrap_dup3(from, to, flags));
+    if (from == to) return fail(EINVAL);
+    forget(to);
+    int r = __wrap_dup3(from, to, flags);
+    if (r >= 0) dup_state(from, r);
+    return r;
+}
+API int dup2(int from, int to) {
+    ON_WEFT_OR(__wrap_dup2(from, to));
+    if (from == to) return __wrap_fcntl(from, F_GETFD) < 0 ? -1 : to;
+    forget(to);
+    int r = __wrap_dup2(from, to);
+    if (r >= 0) dup_state(from, r);
+    return r;
+}
+
+// stdio closes its descriptor inside libc: weft forgets it first, so that
+// the number, reused, is looked at afresh.
+API int fclose(FILE *f) {
+    if (on_weft() && f) {
+        int fd = fileno(f);
+        if (fd >= 0) forget(fd);
+    }
+    return __wrap_fclose(f);
+}
+
+API int fcntl(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long);
+    va_end(ap);
+    ON_WEFT_OR(__wrap_fcntl(fd, cmd, arg));
+    if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+        int r = __wrap_fcntl(fd, cmd, arg);
+        if (r >= 0) dup_state(fd, r);
+        return r;
+    }
+    return weft_fcntl(fd, cmd, arg);
+}
+API int fcntl64(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long);
+    va_end(ap);
+    return fcntl(fd, cmd, arg);
+}
+
+// ioctl(FIONBIO) is the other way to set O_NONBLOCK: it goes through
+// weft's fcntl, which tracks the program's own mode.
+API int ioctl(int fd, unsigned long req, ...) {
+    va_list ap;
+    va_start(ap, req);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    if (!on_weft() || req != FIONBIO) {
+        if (!on_weft()) count(kOutside);
+        return __wrap_ioctl(fd, req, arg);
+    }
+    count(kServed);
+    int fl = weft_fcntl(fd, F_GETFL);
+    if (fl < 0) return -1;
+    bool on = arg && *static_cast<int *>(arg);
+    return weft_fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK) < 0 ? -1 : 0;
+}
+
+API int open(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = va_arg(ap, unsigned);
+    va_end(ap);
+    ON_WEFT_OR(__wrap_open(path, flags, mode));
+    return weft_open(path, flags, mode);
+}
+API int open64(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = va_arg(ap, unsigned);
+    va_end(ap);
+    return open(path, flags, mode);
+}
+// openat is libc's (a path lookup does not park); weft looks at the
+// descriptor when it is first used.
+API int openat(int dir, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = va_arg(ap, unsigned);
+    va_end(ap);
+    if (dir == AT_FDCWD || path[0] == '/') return open(path, flags, mode);
+    return __wrap_openat(dir, path, flags, mode);
+}
+API int openat64(int dir, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = va_arg(ap, unsigned);
+    va_end(ap);
+    return openat(dir, path, flags, mode);
+}
+
+// --- waiting for descriptors ---
+
+API int poll(struct pollfd *p, nfds_t n, int timeout) {
+    ON_WEFT_OR(__wrap_poll(p, n, timeout));
+    return weft_poll(p, n, timeout);
+}
+API int ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *mask) {
+    ON_WEFT_OR(__wrap_ppoll(p, n, t, mask));
+    if (t && !valid_timespec(t)) return fail(EINVAL);
+    if (mask) passed_through("ppoll's signal mask (ignored)");
+    return weft_poll(p, n, ms_of(t));
+}
+
+// select on weft_poll: the sets become a pollfd array and back.
+static int select_on_poll(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms) {
+    if (nfds < 0 || nfds > FD_SETSIZE) return fail(EINVAL);
+    struct pollfd ps[FD_SETSIZE];
+    nfds_t n = 0;
+    for (int fd = 0; fd < nfds; ++fd) {
+        short ev = 0;
+        if (r && FD_ISSET(fd, r)) ev |= POLLIN;
+        if (w && FD_ISSET(fd, w)) ev |= POLLOUT;
+        if (e && FD_ISSET(fd, e)) ev |= POLLPRI;
+        if (ev) ps[n++] = {fd, ev, 0};
+    }
+    int got = weft_poll(ps, n, timeout_ms);
+    if (got < 0) return -1;
+    for (nfds_t i = 0; i < n; ++i)
+        if (ps[i].revents & POLLNVAL) return fail(EBADF);
+    if (r) FD_ZERO(r);
+    if (w) FD_ZERO(w);
+    if (e) FD_ZERO(e);
+    int count = 0;
+    for (nfds_t i = 0; i < n && got > 0; ++i) {
+        short re = ps[i].revents;
+        if (r && (re & (POLLIN | POLLHUP | POLLERR)) && (ps[i].events & POLLIN)) FD_SET(ps[i].fd, r), ++count;
+        if (w && (re & (POLLOUT | POLLERR)) && (ps[i].events & POLLOUT)) FD_SET(ps[i].fd, w), ++count;
+        if (e && (re & POLLPRI)) FD_SET(ps[i].fd, e), ++count;
+    }
+    return count;
+}
+API int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) {
+    ON_WEFT_OR(__wrap_select(nfds, r, w, e, tv));
+    int ms = -1;
+    if (tv) {
+        if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000) return fail(EINVAL);
+        int64_t us = static_cast<int64_t>(tv->tv_sec) * 1000000 + tv->tv_usec;
+        ms = static_cast<int>((us + 999) / 1000 > INT32_MAX ? INT32_MAX : (us + 999) / 1000);
+    }
+    int rc = select_on_poll(nfds, r, w, e, ms);
+    if (tv && rc >= 0) tv->tv_sec = tv->tv_usec = 0; // Linux updates it; the time left is not tracked
+    return rc;
+}
+API int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *mask) {
+    ON_WEFT_OR(__wrap_pselect(nfds, r, w, e, t, mask));
+    if (t && !valid_timespec(t)) return fail(EINVAL);
+    if (mask) passed_through("pselect's signal mask (ignored)");
+    return select_on_poll(nfds, r, w, e, ms_of(t));
+}
+
+// A library's own event loop: wait on the epoll descriptor through weft,
+// then collect the events without blocking.
+API int epoll_wait(int ep, struct epoll_event *v, int n, int timeout) {
+    ON_WEFT_OR(__wrap_epoll_wait(ep, v, n, timeout));
+    if (timeout == 0) return __wrap_epoll_wait(ep, v, n, 0);
+    uint64_t deadline = timeout > 0 ? weft_now_ns() + static_cast<uint64_t>(timeout) * 1000000 : 0;
+    for (;;) {
+        int r = __wrap_epoll_wait(ep, v, n, 0);
+        if (r != 0) return r;
+        int left = -1;
+        if (deadline) {
+            uint64_t now = weft_now_ns();
+            if (now >= deadline) return 0;
+            left = static_cast<int>((deadline - now + 999999) / 1000000);
+        }
+        epoll_ready(ep, left);
+    }
+}
+API int epoll_pwait(int ep, struct epoll_event *v, int n, int timeout, const sigset_t *mask) {
+    ON_WEFT_OR(__wrap_epoll_pwait(ep, v, n, timeout, mask));
+    if (mask) passed_through("epoll_pwait's signal mask (ignored)");
+    return epoll_wait(ep, v, n, timeout);
+}
+API int epoll_pwait2(int ep, struct epoll_event *v, int n, const struct timespec *t, const sigset_t *mask) {
+    ON_WEFT_OR(__wrap_epoll_pwait2(ep, v, n, t, mask));
+    if (t && !valid_timespec(t)) return fail(EINVAL);
+    if (mask) passed_through("epoll_pwait2's signal mask (ignored)");
+    return epoll_wait(ep, v, n, ms_of(t));
+}
+
+// --- sleeping ---
+
+API unsigned sleep(unsigned s) {
+    ON_WEFT_OR(__wrap_sleep(s));
+    weft_sleep_ns(static_cast<uint64_t>(s) * 1000000000u);
+    return 0;
+}
+API int usleep(useconds_t us) {
+    ON_WEFT_OR(__wrap_usleep(us));
+    weft_sleep_ns(static_cast<uint64_t>(us) * 1000u);
+    return 0;
+}
+API int nanosleep(const struct timespec *req, struct timespec *rem) {
+    ON_WEFT_OR(__wrap_nanosleep(req, rem));
+    if (!valid_timespec(req) || req->tv_sec < 0) return fail(EINVAL);
+    weft_sleep_ns(static_cast<uint64_t>(ns_of(req)));
+    if (rem) *rem = {0, 0};
+    return 0;
+}
+API int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem) {
+    ON_WEFT_OR(__wrap_clock_nanosleep(clock, flags, req, rem));
+    if (!valid_timespec(req)) return EINVAL;
+    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC && clock != CLOCK_BOOTTIME) {
+        passed_through("clock_nanosleep on this clock");
+        return __wrap_clock_nanosleep(clock, flags, req, rem);
+    }
+    if (flags & TIMER_ABSTIME) {
+        weft_sleep_until_ns(deadline_on(clock, req));
+    } else {
+        if (req->tv_sec < 0) return EINVAL;
+        weft_sleep_ns(static_cast<uint64_t>(ns_of(req)));
+        if (rem) *rem = {0, 0};
+    }
+    return 0;
+}
+
+// --- names: getaddrinfo may block for seconds (DNS): on the offload pool ---
+
+struct GaiCall {
+    const char *node, *service;
+    const struct addrinfo *hints;
+    struct addrinfo **res;
+    int rc;
+};
+
+API int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
+    using Fn = int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+    static std::atomic<Fn> real{nullptr};
+    Fn f = real.load(std::memory_order_acquire);
+    if (!f) {
+        f = reinterpret_cast<Fn>(libc_symbol("getaddrinfo"));
+        real.store(f, std::memory_order_release);
+    }
+    if (!on_weft()) {
+        count(kOutside);
+        return f(node, service, hints, res);
+    }
+    count(kServed);
+    static Fn fn; // read by the worker (set before the call, never changed after)
+    fn = f;
+    GaiCall c{node, service, hints, res, 0};
+    weft_offload([](void *p) -> void * {
+        auto *c = static_cast<GaiCall *>(p);
+        c->rc = fn(c->node, c->service, c->hints, c->res);
+        return nullptr;
+    }, &c);
+    return c.rc;
+}
+
+// --- processes ---
+
+// fork: the child has one kernel thread, the caller's, and none of the
+// runtime's others; it continues on plain libc (docs/posix.md): weft's
+// wrappers step aside for good on that thread.
+API pid_t fork(void) {
+    if (!on_weft()) return __wrap_fork();
+    pid_t pid = __wrap_fork();
+    if (pid == 0) wd::tls_vproc = nullptr;
+    return pid;
+}
+
+} // extern "C"
