@@ -405,7 +405,10 @@ API int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, 
 
 // --- names: getaddrinfo may block for seconds (DNS): on the offload pool ---
 
+using GaiFn = int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+
 struct GaiCall {
+    GaiFn fn;
     const char *node, *service;
     const struct addrinfo *hints;
     struct addrinfo **res;
@@ -413,11 +416,10 @@ struct GaiCall {
 };
 
 API int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
-    using Fn = int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
-    static std::atomic<Fn> real{nullptr};
-    Fn f = real.load(std::memory_order_acquire);
+    static std::atomic<GaiFn> real{nullptr};
+    GaiFn f = real.load(std::memory_order_acquire);
     if (!f) {
-        f = reinterpret_cast<Fn>(libc_symbol("getaddrinfo"));
+        f = reinterpret_cast<GaiFn>(libc_symbol("getaddrinfo"));
         real.store(f, std::memory_order_release);
     }
     if (!on_weft()) {
@@ -425,12 +427,10 @@ API int getaddrinfo(const char *node, const char *service, const struct addrinfo
         return f(node, service, hints, res);
     }
     count(kServed);
-    static Fn fn; // read by the worker (set before the call, never changed after)
-    fn = f;
-    GaiCall c{node, service, hints, res, 0};
+    GaiCall c{f, node, service, hints, res, 0};
     weft_offload([](void *p) -> void * {
         auto *c = static_cast<GaiCall *>(p);
-        c->rc = fn(c->node, c->service, c->hints, c->res);
+        c->rc = c->fn(c->node, c->service, c->hints, c->res);
         return nullptr;
     }, &c);
     return c.rc;

@@ -110,8 +110,7 @@ void passed_through(const char *name) {
     static std::atomic<const char *> seen[64];
     for (auto &s : seen) {
         const char *v = s.load(std::memory_order_relaxed);
-        if (v == name) return;
-        if (!v && s.compare_exchange_strong(v, name)) break;
+        if (!v && s.compare_exchange_strong(v, name)) break; // (on failure v is the winner's name)
         if (v == name) return;
     }
     std::fprintf(stderr, "weft-posix: %s passed to libc (no weft equivalent; docs/posix.md)\n", name);

@@ -115,20 +115,16 @@ API int pthread_mutex_lock(pthread_mutex_t *m) { return weft_mutex_lock(M(m)); }
 API int pthread_mutex_trylock(pthread_mutex_t *m) { return weft_mutex_trylock(M(m)); }
 API int pthread_mutex_unlock(pthread_mutex_t *m) { return weft_mutex_unlock(M(m)); }
 API int pthread_mutex_destroy(pthread_mutex_t *m) { return weft_mutex_destroy(M(m)); }
-API int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abs) {
-    int e = weft_mutex_trylock(M(m));
-    if (e != EBUSY) return e;
-    uint64_t deadline;
-    if (int bad = timed(CLOCK_REALTIME, abs, &deadline)) return bad;
-    return weft_mutex_timedlock(M(m), deadline);
-}
 API int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abs) {
     if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return EINVAL;
-    int e = weft_mutex_trylock(M(m));
+    int e = weft_mutex_trylock(M(m)); // a free mutex is taken whatever the deadline says
     if (e != EBUSY) return e;
     uint64_t deadline;
     if (int bad = timed(clock, abs, &deadline)) return bad;
     return weft_mutex_timedlock(M(m), deadline);
+}
+API int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abs) {
+    return pthread_mutex_clocklock(m, CLOCK_REALTIME, abs);
 }
 
 // --- condition variables ---
@@ -161,16 +157,14 @@ API int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a) {
     return weft_cond_init(C(c));
 }
 API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) { return weft_cond_wait(C(c), M(m)); }
-API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abs) {
-    uint64_t deadline;
-    if (int bad = timed(cond_clock(c), abs, &deadline)) return bad;
-    return weft_cond_timedwait(C(c), M(m), deadline);
-}
 API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock, const struct timespec *abs) {
     if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return EINVAL;
     uint64_t deadline;
     if (int bad = timed(clock, abs, &deadline)) return bad;
     return weft_cond_timedwait(C(c), M(m), deadline);
+}
+API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abs) {
+    return pthread_cond_clockwait(c, m, cond_clock(c), abs);
 }
 API int pthread_cond_signal(pthread_cond_t *c) { return weft_cond_signal(C(c)); }
 API int pthread_cond_broadcast(pthread_cond_t *c) { return weft_cond_broadcast(C(c)); }
@@ -242,12 +236,6 @@ API int sem_wait(sem_t *s) { return sem_result(weft_sem_wait(S(s))); }
 API int sem_trywait(sem_t *s) { return sem_result(weft_sem_trywait(S(s))); }
 API int sem_post(sem_t *s) { return sem_result(weft_sem_post(S(s))); }
 API int sem_getvalue(sem_t *s, int *v) { return sem_result(weft_sem_getvalue(S(s), v)); }
-API int sem_timedwait(sem_t *s, const struct timespec *abs) {
-    if (weft_sem_trywait(S(s)) == 0) return 0;
-    uint64_t deadline;
-    if (int bad = timed(CLOCK_REALTIME, abs, &deadline)) return sem_result(bad);
-    return sem_result(weft_sem_timedwait(S(s), deadline));
-}
 API int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *abs) {
     if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return sem_result(EINVAL);
     if (weft_sem_trywait(S(s)) == 0) return 0;
@@ -255,5 +243,6 @@ API int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *abs) {
     if (int bad = timed(clock, abs, &deadline)) return sem_result(bad);
     return sem_result(weft_sem_timedwait(S(s), deadline));
 }
+API int sem_timedwait(sem_t *s, const struct timespec *abs) { return sem_clockwait(s, CLOCK_REALTIME, abs); }
 
 } // extern "C"
