@@ -59,6 +59,15 @@ void FdTable::restore_modes() {
     }
 }
 
+void FdTable::set_user_nonblock(uint32_t file, bool on) {
+    unsigned n = (limit_ + kChunk - 1) >> kChunkBits;
+    for (unsigned i = 0; i < n; ++i) {
+        FdState *c = chunks_[i].load(std::memory_order_acquire);
+        for (unsigned j = 0; c && j < kChunk; ++j)
+            if (c[j].file == file && c[j].kind != FdKind::Unknown) c[j].user_nonblock = on;
+    }
+}
+
 FdTable::~FdTable() {
     restore_modes();
     unsigned n = (limit_ + kChunk - 1) >> kChunkBits;
@@ -152,6 +161,16 @@ void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonbl
     s->user_nonblock = user_nonblock;
     s->weft_nonblock = weft_nonblock;
     s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
+}
+
+void fd_dup(Vproc *vp, int from, int to) {
+    static std::atomic<uint32_t> next_file{0};
+    FdState *s = fd_state(vp, from), *d = vp->rt->fds.get(to);
+    if (!s || !d || s->kind == FdKind::Unknown) return;
+    if (!s->file) s->file = next_file.fetch_add(1, std::memory_order_relaxed) + 1;
+    fd_created(vp, to, s->kind, s->user_nonblock, s->weft_nonblock);
+    d->file = s->file;
+    d->direct = s->direct;
 }
 
 // ---- deadlines -------------------------------------------------------------
@@ -325,6 +344,7 @@ void fd_forget(Vproc *vp, FdState *s, int fd) {
         s->reactor = nullptr;
         s->kind = FdKind::Unknown;
         s->user_nonblock = s->weft_nonblock = false;
+        s->file = 0;
         s->seq.store(s->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
         s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
     }

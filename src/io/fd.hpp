@@ -68,6 +68,7 @@ struct FdState {
     bool weft_nonblock = false;      // weft set O_NONBLOCK on the file
     bool armed = false;              // registered with `reactor` (edge-triggered backends)
     bool direct = false;             // a File opened O_DIRECT: every transfer goes to the device
+    uint32_t file = 0;               // open file description shared with a dup (0: not shared)
     std::atomic<uint8_t> ready{kReadable | kWritable}; // not known to be unready
     std::atomic<uint32_t> seq{0};    // events delivered so far
     Reactor *reactor = nullptr;      // the reactor it is armed in
@@ -107,6 +108,9 @@ public:
         return c ? &c[static_cast<unsigned>(fd) & (kChunk - 1)] : nullptr;
     }
     int fd_of(const FdState *s) const; // reverse lookup, for backends that need it
+    // O_NONBLOCK is a property of the open file, not of the number: set the
+    // program's view of it on every descriptor that shares `file` (a dup).
+    void set_user_nonblock(uint32_t file, bool on);
     // Give every descriptor weft made O_NONBLOCK its blocking mode back (at
     // the end of the runtime, or of a process that exits from inside it).
     void restore_modes();
@@ -168,6 +172,9 @@ void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq);
 int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site);
 // weft_close's part: wake waiters with EBADF, disarm, reset the state.
 void fd_forget(Vproc *vp, FdState *s, int fd);
+// `to` is a dup of `from` (dup, dup2, dup3, F_DUPFD): the same open file, so
+// the same kind and O_NONBLOCK, now and after either changes it.
+void fd_dup(Vproc *vp, int from, int to);
 // Wait on several descriptors at once (weft_poll). ws[i].events set by the
 // caller; returns 0 after any event, ETIMEDOUT at the deadline.
 int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32_t *seqs, size_t n, uint64_t deadline,

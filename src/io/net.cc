@@ -402,6 +402,7 @@ int weft_fcntl(int fd, int cmd, ...) {
         if (s->weft_nonblock) fl |= O_NONBLOCK;
         int r = fcntl(fd, F_SETFL, fl);
         if (r == 0) {
+            if (s->file && s->user_nonblock != user) vp->rt->fds.set_user_nonblock(s->file, user);
             s->user_nonblock = user;
             if (s->kind == FdKind::File) s->direct = fl & O_DIRECT;
         }

@@ -40,12 +40,7 @@ int ms_of(const struct timespec *ts) {
 
 // A copy of `from`'s state for `to` (dup): the same open file, so the same
 // kind and the same O_NONBLOCK, whoever set it.
-void dup_state(int from, int to) {
-    wd::Vproc *vp = wd::tls_vproc;
-    wd::FdState *s = wd::fd_state(vp, from);
-    if (!s || s->kind == wd::FdKind::Unknown) return;
-    wd::fd_created(vp, to, s->kind, s->user_nonblock, s->weft_nonblock);
-}
+void dup_state(int from, int to) { wd::fd_dup(wd::tls_vproc, from, to); }
 
 // Forget what weft knew of fd, without closing it (someone else will).
 void forget(int fd) {

@@ -31,7 +31,6 @@
 /* Symbolic name of the error numbers these tests meet, "E?" otherwise. */
 static inline const char *err_name(long long e) {
     switch (e) {
-    case 0: return "0";
     case EAGAIN: return "EAGAIN";
     case EBADF: return "EBADF";
     case EBUSY: return "EBUSY";
@@ -52,6 +51,13 @@ static inline const char *err_name(long long e) {
     case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
     default: return "E?";
     }
+}
+
+/* "0", or e.g. "EBUSY(16)", in buf. */
+static inline const char *err_str(long long e, char *buf, size_t n) {
+    if (e == 0) snprintf(buf, n, "0");
+    else snprintf(buf, n, "%s(%lld)", err_name(e), e);
+    return buf;
 }
 
 #define FAIL(...)                                                        \
@@ -82,9 +88,10 @@ static inline const char *err_name(long long e) {
 #define CHECK_RC(call, want)                                             \
     do {                                                                 \
         long long got_ = (long long)(call), want_ = (long long)(want);   \
+        char g_[40], w_[40];                                             \
         if (got_ != want_)                                               \
-            FAIL("%s (got %s=%lld, want %s=%lld)", #call, err_name(got_), \
-                 got_, err_name(want_), want_);                          \
+            FAIL("%s (got %s, want %s)", #call, err_str(got_, g_, sizeof g_), \
+                 err_str(want_, w_, sizeof w_));                         \
     } while (0)
 
 #define CHECK_OK(call) CHECK_RC(call, 0)
@@ -92,8 +99,9 @@ static inline const char *err_name(long long e) {
 #define CHECK_SYS(call)                                                  \
     do {                                                                 \
         if ((long long)(call) == -1) {                                   \
-            int e_ = errno;                                              \
-            FAIL("%s (got -1 errno %s=%d, want success)", #call, err_name(e_), e_); \
+            char g_[40];                                                 \
+            FAIL("%s (got -1 errno %s, want success)", #call,            \
+                 err_str(errno, g_, sizeof g_));                         \
         }                                                                \
     } while (0)
 
@@ -102,9 +110,10 @@ static inline const char *err_name(long long e) {
         errno = 0;                                                       \
         long long got_ = (long long)(call);                              \
         int e_ = errno, want_ = (err);                                   \
+        char g_[40], w_[40];                                             \
         if (got_ != -1 || e_ != want_)                                   \
-            FAIL("%s (got %lld errno %s=%d, want -1 errno %s=%d)", #call, got_, \
-                 err_name(e_), e_, err_name(want_), want_);              \
+            FAIL("%s (got %lld errno %s, want -1 errno %s)", #call, got_, \
+                 err_str(e_, g_, sizeof g_), err_str(want_, w_, sizeof w_)); \
     } while (0)
 
 /* ---- time ---- */

@@ -7,7 +7,7 @@
  *  - serves exactly `connections` connections, waits for their threads to
  *    finish, prints "ok echo_server served N connections, at most M threads at
  *    once" and exits 0. Any read/write error is a failure.
- * Pair it with echo_client (see run.sh): with 10000 connections all open at
+ * Pair it with echo_client (tests/posix/run_posix.py): with 10000 connections all open at
  * once, this process holds 10000 threads.
  *
  * Usage: echo_server [connections=10000] [thread_stack_bytes=65536]
