@@ -334,13 +334,22 @@ int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32
 
 void fd_forget(Vproc *vp, FdState *s, int fd) {
     WakeList woken;
+    // Another vproc's reactor drops the registration on its own kernel
+    // thread, and this one waits for that outside the lock (that vproc may
+    // be delivering an event for fd and need the lock): only then may the
+    // number be closed and reused. Dropped later, the old registration's
+    // state would still be in s when the next file with this number is
+    // armed — and that arm would find it "armed" and never be told of an
+    // event (io_uring) — and the old poll would hold the file open.
+    Reactor *owner = s->reactor;
+    if (owner && owner->disarm_is_remote(vp)) owner->disarm_from(vp, fd, s);
     {
         SpinGuard g(s->lock, vp->smp);
         while (IoWaiter *w = s->head) {
             unlink(s, w);
             if (claim(w->t, vp->smp)) woken.add(w->t);
         }
-        if (s->reactor) s->reactor->disarm_from(vp, fd, s);
+        if (s->reactor && !s->reactor->disarm_is_remote(vp)) s->reactor->disarm_from(vp, fd, s);
         s->reactor = nullptr;
         s->kind = FdKind::Unknown;
         s->user_nonblock = s->weft_nonblock = false;

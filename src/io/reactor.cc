@@ -52,7 +52,7 @@ int Reactor::arm_from(Vproc *caller, int fd, FdState *s, uint32_t events) {
     if (arm_is_thread_safe()) return arm(fd, s, events);
     {
         std::lock_guard<std::mutex> g(remote_mu_);
-        remote_.push_back({fd, s, events});
+        remote_.push_back({fd, s, events, nullptr});
         remote_pending_.store(true, std::memory_order_release);
     }
     wake();
@@ -65,12 +65,17 @@ void Reactor::disarm_from(Vproc *caller, int fd, FdState *s) {
         disarm(fd, s);
         return;
     }
+    std::atomic<bool> done{false};
     {
         std::lock_guard<std::mutex> g(remote_mu_);
-        remote_.push_back({fd, s, 0});
+        remote_.push_back({fd, s, 0, &done});
         remote_pending_.store(true, std::memory_order_release);
     }
     wake();
+    while (!done.load(std::memory_order_acquire)) { // the owner is awake now: a few µs
+        if (caller && caller->current && caller->current != &caller->loop) weft_yield();
+        else sched_yield();
+    }
 }
 
 void Reactor::apply_remote_slow() {
@@ -81,8 +86,12 @@ void Reactor::apply_remote_slow() {
         remote_pending_.store(false, std::memory_order_relaxed);
     }
     for (const RemoteRequest &r : todo) {
-        if (r.events) arm(r.fd, r.s, r.events);
-        else disarm(r.fd, r.s);
+        if (r.events) {
+            arm(r.fd, r.s, r.events);
+        } else {
+            disarm(r.fd, r.s);
+            r.done->store(true, std::memory_order_release);
+        }
     }
 }
 

@@ -77,7 +77,10 @@ public:
     // whose arm() is not thread-safe gets requests from other vprocs through
     // a queue that its own vproc applies (and is woken to apply).
     int arm_from(Vproc *caller, int fd, FdState *s, uint32_t events);
+    // Remote disarms wait until the owner has applied them (a short
+    // cross-vproc round trip): call without holding fd's lock.
     void disarm_from(Vproc *caller, int fd, FdState *s);
+    bool disarm_is_remote(const Vproc *caller) const { return caller != vp && !arm_is_thread_safe(); }
 
 protected:
     virtual bool arm_is_thread_safe() const { return false; }
@@ -92,6 +95,7 @@ private:
         int fd;
         FdState *s;
         uint32_t events; // 0: disarm
+        std::atomic<bool> *done; // a disarm: set once applied
     };
     void apply_remote_slow();
     std::atomic<bool> remote_pending_{false};
