@@ -57,6 +57,25 @@ inline void enqueue_self(Vproc *vp, WaitQueue &q) {
 // Fired on the home vproc when a parked thread's deadline passes.
 void park_timeout(Timer *t);
 
+// A deadline that never passes. A wait given it is still a timed wait —
+// it takes the timed path, which can leave its queue on its own — but arms
+// no timer (so an idle runtime still reports a deadlock). What it is for:
+// a wait that expire_wait may end early (cancellation, core/thread.cc).
+inline constexpr uint64_t kNoDeadline = UINT64_MAX;
+
+// Whether a wait's deadline (0: none) has passed; kNoDeadline never does,
+// and costs no clock read.
+inline bool deadline_passed(uint64_t deadline) {
+    return deadline && deadline != kNoDeadline && deadline <= now_ns();
+}
+
+// End t's current park now, as its deadline would (ETIMEDOUT), if it is a
+// timed wait (a deadline, or kNoDeadline) and t allows it (Tcb::interruptible:
+// set by a programming model around the calls it lets be cut short — the
+// POSIX shim's cancellation points). True if it did. Call on t's home vproc:
+// there t is not running, so its state and flags hold still.
+bool expire_wait(Tcb *t);
+
 // What a park calls when Vproc::park_hooks says something listens: the
 // blocking graph (fp: the parking function's frame, where its walk starts)
 // and the policy's on_park. Out of line: the park path pays one byte test.
@@ -114,15 +133,21 @@ inline void wake(Tcb *t, int result, bool smp) {
     vp->stats.parks[reason].add();
     if (__builtin_expect(vp->park_hooks, 0)) park_hooks_enter(vp, self, reason, site, __builtin_frame_address(0));
     if (deadline) {
-        self->timer.fire = park_timeout;
-        vp->timers.arm(&self->timer, deadline);
+        self->timed_wait = true;
+        if (deadline != kNoDeadline) {
+            self->timer.fire = park_timeout;
+            vp->timers.arm(&self->timer, deadline);
+        }
     }
     self = vp->schedule();
     vp = self->vp; // not kept across the switch (it clobbers every register)
     if (__builtin_expect(self->graph != nullptr, 0)) vp->graph->on_resume(self); // set while the graph is on
     // Running again on the home vproc; the waker is done with us. The timer
     // goes first: once it is cancelled nobody else can look at this park.
-    if (deadline && self->timer.armed()) vp->timers.cancel(&self->timer);
+    if (deadline) {
+        self->timed_wait = false;
+        if (self->timer.armed()) vp->timers.cancel(&self->timer);
+    }
     return self->wake_result;
 }
 

@@ -68,6 +68,8 @@ struct Tcb {
     bool exited = false;         // join_lock: off its stack for good
     bool joined = false;         // join_lock: a joiner has claimed it
     bool eh_saved = false;       // saved_eh is non-zero (one byte for the switch to test)
+    bool timed_wait = false;     // parked with a deadline: expire_wait may end the park early
+    bool interruptible = false;  // the thread lets expire_wait end its timed waits (park.hpp)
     int saved_errno;             // errno of this thread while switched out (set at switch-out)
     uint64_t saved_eh[2] = {0, 0}; // its C++ exception state while switched out (see vproc.hpp)
     int wake_result;             // set by the waker: 0, ETIMEDOUT, ...
@@ -87,6 +89,12 @@ struct Tcb {
     char name[kThreadNameMax];   // name[0] == 0: unnamed (set by create_thread)
     GraphThread *graph = nullptr; // the blocking graph's record of it (observe/graph.hpp), while the graph is on
     uint64_t policy_word;        // the scheduling policy's own (resource: when queued new, then how long it waited)
+    // The POSIX shim's cancellation (src/posix/cancel.cc): its state bits
+    // (the pending bit is set by other threads) and the innermost cleanup
+    // buffer. Here rather than in a key: pthread_cancel reaches another
+    // thread's, and every cancellation point reads its own.
+    std::atomic<uint8_t> cancel{0};
+    void *cleanup = nullptr;
 };
 
 // Where the TCB of a thread whose stack ends at `hi` lives: the top of the

@@ -192,4 +192,12 @@ void park_timeout(Timer *tm) {
     if (claim(t, t->vp->smp)) make_ready(t, ETIMEDOUT);
 }
 
+// The same as the timer firing: the thread leaves its queue or lists itself.
+bool expire_wait(Tcb *t) {
+    if (t->state != ThreadState::Parked || !t->timed_wait || !t->interruptible) return false;
+    if (!claim(t, t->vp->smp)) return false; // a waker (or the timer) got there first
+    make_ready(t, ETIMEDOUT);
+    return true;
+}
+
 } // namespace weft::detail

@@ -368,7 +368,7 @@ int weft_poll(pollfd *fds, nfds_t nfds, int timeout_ms) {
         vp->stats.io_syscalls.add();
         int n = poll(fds, nfds, 0);
         if (n != 0) return n;
-        if (deadline && now_ns() >= deadline) return 0;
+        if (deadline_passed(deadline)) return 0;
         for (nfds_t i = 0; i < nfds; ++i) {
             fdv[i] = fds[i].fd;
             uint32_t ev = 0;

@@ -102,7 +102,8 @@ ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &
 ssize_t send_blocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
     // A worker may block in sendfile only on a blocking socket; one weft or
     // the program made non-blocking is waited on with poll(2) there instead.
-    const uint64_t deadline = CallDeadline().get(vp->current);
+    uint64_t deadline = CallDeadline().get(vp->current);
+    if (deadline == kNoDeadline) deadline = 0; // nothing to count down (and the worker cannot be cut short)
     if (deadline && out && !out->weft_nonblock && !out->user_nonblock) ensure_nonblock(vp, out, out_fd);
     const bool nonblock = out && (out->weft_nonblock || out->user_nonblock);
     ssize_t result = 0;

@@ -4,6 +4,9 @@
 // in a forked child).
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/signalfd.h>
+
+#include <csignal>
 
 #include <cerrno>
 #include <cstdarg>
@@ -75,81 +78,81 @@ API int socket(int d, int t, int p) {
 }
 API int accept(int fd, struct sockaddr *a, socklen_t *l) {
     ON_WEFT_OR(__wrap_accept(fd, a, l));
-    return weft_accept(fd, a, l);
+    return at_cancel_point([&] { return weft_accept(fd, a, l); });
 }
 API int accept4(int fd, struct sockaddr *a, socklen_t *l, int f) {
     ON_WEFT_OR(__wrap_accept4(fd, a, l, f));
-    return weft_accept4(fd, a, l, f);
+    return at_cancel_point([&] { return weft_accept4(fd, a, l, f); });
 }
 API int connect(int fd, const struct sockaddr *a, socklen_t l) {
     ON_WEFT_OR(__wrap_connect(fd, a, l));
-    return weft_connect(fd, a, l);
+    return at_cancel_point([&] { return weft_connect(fd, a, l); });
 }
 API ssize_t read(int fd, void *b, size_t n) {
     ON_WEFT_OR(__wrap_read(fd, b, n));
-    return weft_read(fd, b, n);
+    return at_cancel_point([&] { return weft_read(fd, b, n); });
 }
 API ssize_t write(int fd, const void *b, size_t n) {
     ON_WEFT_OR(__wrap_write(fd, b, n));
-    return weft_write(fd, b, n);
+    return at_cancel_point([&] { return weft_write(fd, b, n); });
 }
 API ssize_t readv(int fd, const struct iovec *v, int n) {
     ON_WEFT_OR(__wrap_readv(fd, v, n));
-    return weft_readv(fd, v, n);
+    return at_cancel_point([&] { return weft_readv(fd, v, n); });
 }
 API ssize_t writev(int fd, const struct iovec *v, int n) {
     ON_WEFT_OR(__wrap_writev(fd, v, n));
-    return weft_writev(fd, v, n);
+    return at_cancel_point([&] { return weft_writev(fd, v, n); });
 }
 API ssize_t pread(int fd, void *b, size_t n, off_t o) {
     ON_WEFT_OR(__wrap_pread(fd, b, n, o));
-    return weft_pread(fd, b, n, o);
+    return at_cancel_point([&] { return weft_pread(fd, b, n, o); });
 }
 API ssize_t pwrite(int fd, const void *b, size_t n, off_t o) {
     ON_WEFT_OR(__wrap_pwrite(fd, b, n, o));
-    return weft_pwrite(fd, b, n, o);
+    return at_cancel_point([&] { return weft_pwrite(fd, b, n, o); });
 }
 API ssize_t pread64(int fd, void *b, size_t n, off_t o) { return pread(fd, b, n, o); }
 API ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) { return pwrite(fd, b, n, o); }
 API ssize_t recv(int fd, void *b, size_t n, int f) {
     ON_WEFT_OR(__wrap_recv(fd, b, n, f));
-    return weft_recv(fd, b, n, f);
+    return at_cancel_point([&] { return weft_recv(fd, b, n, f); });
 }
 API ssize_t send(int fd, const void *b, size_t n, int f) {
     ON_WEFT_OR(__wrap_send(fd, b, n, f));
-    return weft_send(fd, b, n, f);
+    return at_cancel_point([&] { return weft_send(fd, b, n, f); });
 }
 API ssize_t recvfrom(int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l) {
     ON_WEFT_OR(__wrap_recvfrom(fd, b, n, f, a, l));
-    if (!a) return weft_recv(fd, b, n, f);
+    if (!a) return at_cancel_point([&] { return weft_recv(fd, b, n, f); });
     struct iovec v = {b, n};
     struct msghdr m = {};
     m.msg_name = a;
     m.msg_namelen = l ? *l : 0;
     m.msg_iov = &v;
     m.msg_iovlen = 1;
-    ssize_t r = weft_recvmsg(fd, &m, f);
+    ssize_t r = at_cancel_point([&] { return weft_recvmsg(fd, &m, f); });
     if (r >= 0 && l) *l = m.msg_namelen;
     return r;
 }
 API ssize_t sendto(int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l) {
     ON_WEFT_OR(__wrap_sendto(fd, b, n, f, a, l));
-    if (!a) return weft_send(fd, b, n, f);
+    if (!a) return at_cancel_point([&] { return weft_send(fd, b, n, f); });
     struct iovec v = {const_cast<void *>(b), n};
     struct msghdr m = {};
     m.msg_name = const_cast<struct sockaddr *>(a);
     m.msg_namelen = l;
     m.msg_iov = &v;
     m.msg_iovlen = 1;
-    return weft_sendmsg(fd, &m, f);
+    return at_cancel_point([&] { return weft_sendmsg(fd, &m, f); });
 }
 API ssize_t recvmsg(int fd, struct msghdr *m, int f) {
     ON_WEFT_OR(__wrap_recvmsg(fd, m, f));
-    return weft_recvmsg(fd, m, f);
+    return at_cancel_point([&] { return weft_recvmsg(fd, m, f); });
 }
 API ssize_t sendmsg(int fd, const struct msghdr *m, int f) {
     ON_WEFT_OR(__wrap_sendmsg(fd, m, f));
-    return weft_sendmsg(fd, m, f);
+    return at_cancel_point([&] { return weft_sendmsg(fd, m, f); });
 }
 API ssize_t sendfile(int out, int in, off_t *off, size_t n) {
     ON_WEFT_OR(__wrap_sendfile(out, in, off, n));
@@ -276,13 +279,13 @@ API int openat64(int dir, const char *path, int flags, ...) {
 
 API int poll(struct pollfd *p, nfds_t n, int timeout) {
     ON_WEFT_OR(__wrap_poll(p, n, timeout));
-    return weft_poll(p, n, timeout);
+    return at_cancel_point([&] { return weft_poll(p, n, timeout); }, [](int r) { return r <= 0; });
 }
 API int ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *mask) {
     ON_WEFT_OR(__wrap_ppoll(p, n, t, mask));
     if (t && !valid_timespec(t)) return fail(EINVAL);
     if (mask) passed_through("ppoll's signal mask (ignored)");
-    return weft_poll(p, n, ms_of(t));
+    return at_cancel_point([&] { return weft_poll(p, n, ms_of(t)); }, [](int r) { return r <= 0; });
 }
 
 // select on weft_poll: the sets become a pollfd array and back.
@@ -297,7 +300,7 @@ static int select_on_poll(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout
         if (e && FD_ISSET(fd, e)) ev |= POLLPRI;
         if (ev) ps[n++] = {fd, ev, 0};
     }
-    int got = weft_poll(ps, n, timeout_ms);
+    int got = at_cancel_point([&] { return weft_poll(ps, n, timeout_ms); }, [](int r) { return r <= 0; });
     if (got < 0) return -1;
     for (nfds_t i = 0; i < n; ++i)
         if (ps[i].revents & POLLNVAL) return fail(EBADF);
@@ -338,6 +341,7 @@ API int epoll_wait(int ep, struct epoll_event *v, int n, int timeout) {
     ON_WEFT_OR(__wrap_epoll_wait(ep, v, n, timeout));
     if (timeout == 0) return __wrap_epoll_wait(ep, v, n, 0);
     uint64_t deadline = timeout > 0 ? weft_now_ns() + static_cast<uint64_t>(timeout) * 1000000 : 0;
+    CancelPoint cp;
     for (;;) {
         int r = __wrap_epoll_wait(ep, v, n, 0);
         if (r != 0) return r;
@@ -348,6 +352,7 @@ API int epoll_wait(int ep, struct epoll_event *v, int n, int timeout) {
             left = static_cast<int>((deadline - now + 999999) / 1000000);
         }
         epoll_ready(ep, left);
+        cp.check();
     }
 }
 API int epoll_pwait(int ep, struct epoll_event *v, int n, int timeout, const sigset_t *mask) {
@@ -366,18 +371,24 @@ API int epoll_pwait2(int ep, struct epoll_event *v, int n, const struct timespec
 
 API unsigned sleep(unsigned s) {
     ON_WEFT_OR(__wrap_sleep(s));
+    CancelPoint cp;
     weft_sleep_ns(static_cast<uint64_t>(s) * 1000000000u);
+    cp.leave(true);
     return 0;
 }
 API int usleep(useconds_t us) {
     ON_WEFT_OR(__wrap_usleep(us));
+    CancelPoint cp;
     weft_sleep_ns(static_cast<uint64_t>(us) * 1000u);
+    cp.leave(true);
     return 0;
 }
 API int nanosleep(const struct timespec *req, struct timespec *rem) {
     ON_WEFT_OR(__wrap_nanosleep(req, rem));
     if (!valid_timespec(req) || req->tv_sec < 0) return fail(EINVAL);
+    CancelPoint cp;
     weft_sleep_ns(static_cast<uint64_t>(ns_of(req)));
+    cp.leave(true);
     if (rem) *rem = {0, 0};
     return 0;
 }
@@ -388,14 +399,94 @@ API int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, 
         passed_through("clock_nanosleep on this clock");
         return __wrap_clock_nanosleep(clock, flags, req, rem);
     }
+    if (!(flags & TIMER_ABSTIME) && req->tv_sec < 0) return EINVAL;
+    CancelPoint cp;
     if (flags & TIMER_ABSTIME) {
         weft_sleep_until_ns(deadline_on(clock, req));
     } else {
-        if (req->tv_sec < 0) return EINVAL;
         weft_sleep_ns(static_cast<uint64_t>(ns_of(req)));
         if (rem) *rem = {0, 0};
     }
+    cp.leave(true);
     return 0;
+}
+
+// --- waiting for signals ---
+
+// sigwait and its kin block the kernel thread, that is the vproc and every
+// thread on it (Apache's -X mode waits for SIGTERM so on its main thread
+// while its workers serve). On weft the set is read from a signalfd that
+// the thread waits on through weft_poll. As with sigwait, the signals must
+// be blocked (the program blocks them on its vproc's kernel thread; one
+// unblocked on another kernel thread may be handled there instead). A
+// signal sent to one kernel thread (raise, pthread_kill) is in the signalfd
+// only for reads from that thread; the read before each wait finds one
+// already pending there, one sent during the wait may not wake it.
+// Returns the signal, or -1 with errno (EAGAIN: the timeout passed).
+static int sigwait_on_weft(const sigset_t *set, siginfo_t *info, int timeout_ms) {
+    int fd = signalfd(-1, set, SFD_NONBLOCK | SFD_CLOEXEC); // not interposed: libc's
+    if (fd < 0) return -1;
+    uint64_t deadline = timeout_ms > 0 ? weft_now_ns() + static_cast<uint64_t>(timeout_ms) * 1000000 : 0;
+    int rc;
+    for (;;) {
+        struct signalfd_siginfo si;
+        ssize_t n = __wrap_read(fd, &si, sizeof si);
+        if (n == static_cast<ssize_t>(sizeof si)) {
+            if (info) {
+                *info = {};
+                info->si_signo = static_cast<int>(si.ssi_signo);
+                info->si_errno = si.ssi_errno;
+                info->si_code = si.ssi_code;
+                info->si_pid = static_cast<pid_t>(si.ssi_pid);
+                info->si_uid = si.ssi_uid;
+                info->si_status = si.ssi_status;
+                info->si_value.sival_ptr = reinterpret_cast<void *>(si.ssi_ptr);
+            }
+            rc = static_cast<int>(si.ssi_signo);
+            break;
+        }
+        if (n < 0 && errno != EAGAIN) {
+            rc = -1;
+            break;
+        }
+        int left = -1;
+        if (timeout_ms == 0) left = 0;
+        if (deadline) {
+            uint64_t now = weft_now_ns();
+            left = now >= deadline ? 0 : static_cast<int>((deadline - now + 999999) / 1000000);
+        }
+        if (left == 0) {
+            errno = EAGAIN;
+            rc = -1;
+            break;
+        }
+        struct pollfd p = {fd, POLLIN, 0};
+        if (weft_poll(&p, 1, left) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    int e = errno;
+    weft_close(fd);
+    errno = e;
+    return rc;
+}
+
+API int sigwait(const sigset_t *set, int *sig) {
+    ON_WEFT_OR(__wrap_sigwait(set, sig));
+    int r = sigwait_on_weft(set, nullptr, -1);
+    if (r < 0) return errno;
+    *sig = r;
+    return 0;
+}
+API int sigwaitinfo(const sigset_t *set, siginfo_t *info) {
+    ON_WEFT_OR(__wrap_sigwaitinfo(set, info));
+    return sigwait_on_weft(set, info, -1);
+}
+API int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t) {
+    ON_WEFT_OR(__wrap_sigtimedwait(set, info, t));
+    if (t && !valid_timespec(t)) return fail(EINVAL);
+    return sigwait_on_weft(set, info, ms_of(t));
 }
 
 // --- names: getaddrinfo may block for seconds (DNS): on the offload pool ---

@@ -156,12 +156,26 @@ API int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a) {
     cond_clock(c) = a ? word(const_cast<pthread_condattr_t *>(a)) : CLOCK_REALTIME;
     return weft_cond_init(C(c));
 }
-API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) { return weft_cond_wait(C(c), M(m)); }
+// Cancellation points (shim.hpp: CancelPoint). Cut short, the wait returns
+// ETIMEDOUT with the mutex held again, and the cleanup handlers run then,
+// as POSIX requires; with no cancel to act on that is a spurious wake-up.
+API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+    if (!on_weft()) return weft_cond_wait(C(c), M(m));
+    CancelPoint cp;
+    if (!cp.no_deadline()) return weft_cond_wait(C(c), M(m));
+    int e = weft_cond_timedwait(C(c), M(m), cp.no_deadline());
+    cp.leave(e == ETIMEDOUT);
+    return e == ETIMEDOUT ? 0 : e;
+}
 API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock, const struct timespec *abs) {
     if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return EINVAL;
     uint64_t deadline;
     if (int bad = timed(clock, abs, &deadline)) return bad;
-    return weft_cond_timedwait(C(c), M(m), deadline);
+    if (!on_weft()) return weft_cond_timedwait(C(c), M(m), deadline);
+    CancelPoint cp;
+    int e = weft_cond_timedwait(C(c), M(m), deadline);
+    cp.leave(e == ETIMEDOUT);
+    return e;
 }
 API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abs) {
     return pthread_cond_clockwait(c, m, cond_clock(c), abs);
@@ -232,7 +246,17 @@ API int sem_init(sem_t *s, int pshared, unsigned value) {
     return sem_result(weft_sem_init(S(s), value));
 }
 API int sem_destroy(sem_t *s) { return sem_result(weft_sem_destroy(S(s))); }
-API int sem_wait(sem_t *s) { return sem_result(weft_sem_wait(S(s))); }
+API int sem_wait(sem_t *s) {
+    if (!on_weft()) return sem_result(weft_sem_wait(S(s)));
+    CancelPoint cp;
+    if (!cp.no_deadline()) return sem_result(weft_sem_wait(S(s)));
+    int e = weft_sem_timedwait(S(s), cp.no_deadline());
+    if (e == ETIMEDOUT) { // cut short: acts on the cancel (with none, wait on)
+        cp.leave(true);
+        e = weft_sem_wait(S(s));
+    }
+    return sem_result(e);
+}
 API int sem_trywait(sem_t *s) { return sem_result(weft_sem_trywait(S(s))); }
 API int sem_post(sem_t *s) { return sem_result(weft_sem_post(S(s))); }
 API int sem_getvalue(sem_t *s, int *v) { return sem_result(weft_sem_getvalue(S(s), v)); }
@@ -241,7 +265,11 @@ API int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *abs) {
     if (weft_sem_trywait(S(s)) == 0) return 0;
     uint64_t deadline;
     if (int bad = timed(clock, abs, &deadline)) return sem_result(bad);
-    return sem_result(weft_sem_timedwait(S(s), deadline));
+    if (!on_weft()) return sem_result(weft_sem_timedwait(S(s), deadline));
+    CancelPoint cp;
+    int e = weft_sem_timedwait(S(s), deadline);
+    cp.leave(e == ETIMEDOUT);
+    return sem_result(e);
 }
 API int sem_timedwait(sem_t *s, const struct timespec *abs) { return sem_clockwait(s, CLOCK_REALTIME, abs); }
 

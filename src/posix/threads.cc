@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 
+#include "core/runtime.hpp"
 #include "core/tcb.hpp"
 #include "posix/real.hpp"
 #include "posix/shim.hpp"
@@ -53,6 +54,8 @@ std::atomic<int> g_nptl_threads{0};
 
 } // namespace
 
+bool weft::posix::nptl_threads() { return g_nptl_threads.load(std::memory_order_relaxed) != 0; }
+
 extern "C" {
 #define API __attribute__((visibility("default")))
 
@@ -72,6 +75,14 @@ API int pthread_create(pthread_t *out, const pthread_attr_t *attr, void *(*fn)(v
         if (at->stack_size) a.stack_size = at->stack_size;
         a.detached = at->detach == PTHREAD_CREATE_DETACHED;
     }
+    // Several vprocs: new threads are dealt round-robin over them (weft's
+    // own default keeps a thread on its creator's vproc, which would leave
+    // every thread of a pthread program on main's).
+    auto &vprocs = weft::detail::tls_vproc->rt->vprocs;
+    if (vprocs.size() > 1) {
+        static std::atomic<unsigned> next{0};
+        a.home_vproc = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % vprocs.size());
+    }
     weft_thread_t t;
     int e = weft_thread_create(&t, &a, fn, arg);
     if (e == ENOMEM) e = EAGAIN;
@@ -89,7 +100,12 @@ API int pthread_join(pthread_t t, void **ret) {
         return ESRCH;
     }
     count(kServed);
-    return weft_thread_join(h, ret);
+    // A cancellation point, but the wait is not cut short (the joiner is
+    // recorded in the target): a request is acted on before, or after it.
+    CancelPoint cp;
+    int e = weft_thread_join(h, ret);
+    cp.leave(e != 0);
+    return e;
 }
 
 API int pthread_detach(pthread_t t) {
@@ -114,7 +130,10 @@ API void pthread_exit(void *ret) {
         real(ret);
         __builtin_unreachable();
     }
-    weft_thread_exit(ret);
+    Tcb *self = weft::detail::tls_vproc->current;
+    self->cancel.fetch_or(kCancelDisabled, std::memory_order_relaxed); // nothing left to cancel
+    self->retval = ret;
+    cleanup_and_exit(self);
 }
 
 API int sched_yield(void) {
@@ -254,7 +273,12 @@ API int pthread_key_create(pthread_key_t *k, void (*destructor)(void *)) {
 }
 API int pthread_key_delete(pthread_key_t k) { return weft_key_delete(k); }
 API void *pthread_getspecific(pthread_key_t k) { return weft_getspecific(k); }
+// glibc declares the value access(none) — it is only stored — and g++ 12
+// then warns that passing it on may read something uninitialised.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 API int pthread_setspecific(pthread_key_t k, const void *v) { return weft_setspecific(k, v); }
+#pragma GCC diagnostic pop
 
 // --- once: pthread_once_t is an int; 0 not run, 1 running, 2 done ---
 

@@ -14,7 +14,7 @@ namespace {
     MutexImpl *m = impl(pm);
     const uintptr_t owner = m->owner.load(std::memory_order_relaxed);
     if ((owner & ~MutexImpl::kWaiters) != reinterpret_cast<uintptr_t>(vp->current)) return EPERM;
-    if (deadline && deadline <= now_ns()) return ETIMEDOUT; // m is still held, as required
+    if (deadline_passed(deadline)) return ETIMEDOUT; // m is still held, as required
     const bool smp = vp->smp;
     CondImpl *c = impl(pc);
     c->lock.lock(smp);

@@ -52,7 +52,7 @@ int lock_slow(MutexImpl *m, Vproc *vp, uintptr_t me, uint64_t deadline, const vo
             }
             continue;
         }
-        if (deadline && deadline <= now_ns()) {
+        if (deadline_passed(deadline)) {
             m->lock.unlock(smp);
             return ETIMEDOUT;
         }

@@ -19,9 +19,9 @@ int sem_wait_until(weft_sem_t *ps, uint64_t deadline, bool try_only, const void 
         s->lock.unlock(smp);
         return EINVAL;
     }
-    if (try_only || !vp || (deadline && deadline <= now_ns())) {
+    if (try_only || !vp || deadline_passed(deadline)) {
         s->lock.unlock(smp);
-        return try_only ? EAGAIN : (deadline && deadline <= now_ns()) ? ETIMEDOUT : EPERM;
+        return try_only ? EAGAIN : deadline_passed(deadline) ? ETIMEDOUT : EPERM;
     }
     enqueue_self(vp, s->q);
     if (deadline) s->timed.enter(smp);

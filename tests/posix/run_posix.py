@@ -2,7 +2,7 @@
 """Drive the POSIX shim programs that need a partner process.
 
     run_posix.py echo --server PROG --client PROG [--connections N]
-                      [--weft-run PATH --io uring|epoll|poll]
+                      [--weft-run PATH --io uring|epoll|poll --vprocs N]
 
 Starts echo_server (under weft-run when --weft-run is given, else on NPTL),
 waits for its "port N" line, runs echo_client on plain NPTL in another
@@ -28,7 +28,7 @@ def fail(msg, *outputs):
 def echo(args):
     cmd = [args.server, str(args.connections)]
     if args.weft_run:
-        cmd = [args.weft_run, "--io", args.io] + cmd
+        cmd = [args.weft_run, "--io", args.io, "--vprocs", str(args.vprocs)] + cmd
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         os.set_blocking(server.stdout.fileno(), True)
@@ -78,6 +78,7 @@ def main():
     e.add_argument("--connections", type=int, default=10000)
     e.add_argument("--weft-run", help="run the server under this weft-run (default: NPTL)")
     e.add_argument("--io", default="uring", choices=["uring", "epoll", "poll"])
+    e.add_argument("--vprocs", type=int, default=1)
     e.add_argument("--timeout", type=float, default=60)
     args = p.parse_args()
     echo(args)

@@ -5,7 +5,9 @@
  *    execute up to the point of returning from the call, ... and then call
  *    the cancellation cleanup handlers"): the handler's unlock of an
  *    ERRORCHECK mutex returns 0, and the canceller can then lock it;
- *  - sleep, nanosleep (30 s requested), read on an empty pipe;
+ *  - sleep, nanosleep (30 s requested), read on an empty pipe, sem_wait on
+ *    a zero semaphore, poll and epoll_wait with no timeout on that pipe,
+ *    accept on a listening socket nobody connects to;
  *  - pthread_testcancel in a loop that otherwise only calls sched_yield.
  * Every case: pthread_join returns PTHREAD_CANCELED well within 2 s, the
  * cleanup handler ran, and the code after the cancellation point did not.
@@ -16,15 +18,20 @@
 #include <sched.h>
 #include <semaphore.h>
 #include <stdatomic.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 
-enum { COND_WAIT, SLEEP, NANOSLEEP, READ_PIPE, TESTCANCEL, CASES };
-static const char *const names[CASES] = {"pthread_cond_wait", "sleep", "nanosleep", "read",
-                                         "pthread_testcancel"};
+enum { COND_WAIT, SLEEP, NANOSLEEP, READ_PIPE, SEM_WAIT, POLL, EPOLL_WAIT, ACCEPT, TESTCANCEL, CASES };
+static const char *const names[CASES] = {"pthread_cond_wait", "sleep", "nanosleep", "read", "sem_wait",
+                                         "poll", "epoll_wait", "accept", "pthread_testcancel"};
 
 static pthread_mutex_t mu;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int pipefd[2];
-static sem_t started;
+static sem_t started, never;
+static int epfd, listener;
 static atomic_int cleanup_ran, unlock_rc, went_past, cancel_sent;
 
 static void cleanup(void *arg) {
@@ -53,6 +60,26 @@ static void *victim(void *arg) {
     case READ_PIPE:
         CHECK_SYS(sem_post(&started));
         (void)!read(pipefd[0], &c, 1); /* nobody writes */
+        break;
+    case SEM_WAIT:
+        CHECK_SYS(sem_post(&started));
+        (void)sem_wait(&never);
+        break;
+    case POLL: {
+        struct pollfd p = {pipefd[0], POLLIN, 0};
+        CHECK_SYS(sem_post(&started));
+        (void)poll(&p, 1, -1);
+        break;
+    }
+    case EPOLL_WAIT: {
+        struct epoll_event ev;
+        CHECK_SYS(sem_post(&started));
+        (void)epoll_wait(epfd, &ev, 1, -1);
+        break;
+    }
+    case ACCEPT:
+        CHECK_SYS(sem_post(&started));
+        (void)accept(listener, NULL, NULL);
         break;
     case TESTCANCEL:
         CHECK_SYS(sem_post(&started));
@@ -108,9 +135,17 @@ int main(void) {
     CHECK_OK(pthread_mutexattr_destroy(&ma));
     CHECK_SYS(pipe(pipefd));
     CHECK_SYS(sem_init(&started, 0, 0));
+    CHECK_SYS(sem_init(&never, 0, 0));
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = pipefd[0]};
+    CHECK_SYS(epfd = epoll_create1(0));
+    CHECK_SYS(epoll_ctl(epfd, EPOLL_CTL_ADD, pipefd[0], &ev));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_SYS(listener = socket(AF_INET, SOCK_STREAM, 0));
+    CHECK_SYS(bind(listener, (struct sockaddr *)&a, sizeof a));
+    CHECK_SYS(listen(listener, 1));
 
     for (int which = 0; which < CASES; ++which) run(which);
 
-    printf("ok cancel deferred at cond_wait/sleep/nanosleep/read/testcancel\n");
+    printf("ok cancel deferred at cond_wait/sleep/nanosleep/read/sem_wait/poll/epoll_wait/accept/testcancel\n");
     return 0;
 }
