@@ -8,6 +8,7 @@
 #   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*),
 #                     then linked vs fixed stacks: bigstack, idle memory, hot split (results/stacks_runtime.json)
 #   make bench-graph  weft-knot's blocking graph under load, drawn (results/knot-graph.png)
+#   make bench-posix  the same unmodified pthread binaries on NPTL and under weft-run (results/posix_micro.*)
 #   make bench-admission  Capriccio §5.3: producers/consumers under a cgroup memory limit, NPTL and weft
 #                     FIFO against the resource-aware policy (results/admission.*; root; QUICK=1 < 1 min)
 #   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
@@ -21,7 +22,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix fuzz install clean
 
 all: build
 
@@ -93,6 +94,12 @@ bench-admission: build
 	$(PYTHON) bench/admission/run_admission.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 bench: bench-micro
+
+# Issue 11's goal: cond ping-pong and create+join, the same -pthread binaries
+# on NPTL (pinned to one CPU, and on both) and under weft-run, interleaved
+# (bench/posix/posix_bench.py; ~15 s, QUICK=1 ~5 s).
+bench-posix: build
+	$(PYTHON) bench/posix/posix_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 bench-knot: build
 	@scripts/deps.sh nginx-light wrk
