@@ -55,17 +55,41 @@ namespace weft::posix {
     __builtin_unreachable();
 }
 
-} // namespace weft::posix
-
 namespace {
-
-Tcb *self() { return weft::detail::tls_vproc->current; }
 
 // Ends the target's wait from its own vproc, where it cannot be running.
 void *expire_on_home(void *arg) {
     weft::detail::expire_wait(static_cast<Tcb *>(arg));
     return nullptr;
 }
+
+} // namespace
+
+// On t's home vproc: here if that is ours, else by a small thread made
+// there. The request (Tcb::cancel) is set before: a thread that has not
+// parked yet sees it as its blocking call begins or ends.
+void interrupt_wait(Tcb *t) {
+    weft::detail::Vproc *vp = weft::detail::tls_vproc;
+    if (on_weft() && vp == t->vp) {
+        weft::detail::expire_wait(t);
+        return;
+    }
+    weft_thread_attr_t a;
+    weft_thread_attr_init(&a);
+    a.detached = 1;
+    a.home_vproc = t->vp->index;
+    a.stack_size = 16 << 10;
+    a.name = "interrupt";
+    weft_thread_t h;
+    if (weft_thread_create(&h, &a, expire_on_home, t) != 0)
+        passed_through("interrupting a waiting thread from outside weft (acted on when its call returns)");
+}
+
+} // namespace weft::posix
+
+namespace {
+
+Tcb *self() { return weft::detail::tls_vproc->current; }
 
 template <class F> F libc(const char *name) { return reinterpret_cast<F>(libc_symbol(name)); }
 
@@ -83,23 +107,7 @@ API int pthread_cancel(pthread_t th) {
     count(kServed);
     uint8_t was = t->cancel.fetch_or(kCancelPending, std::memory_order_acq_rel);
     if (was & (kCancelPending | kCancelActing | kCancelDisabled)) return 0; // acted on later, or already
-    // Cut its wait short, on its home vproc: here if that is ours, else by a
-    // small thread made there (it runs after t has parked or not at all
-    // before t passes its next cancellation point, which sees the request).
-    weft::detail::Vproc *vp = weft::detail::tls_vproc;
-    if (on_weft() && vp == t->vp) {
-        weft::detail::expire_wait(t);
-    } else {
-        weft_thread_attr_t a;
-        weft_thread_attr_init(&a);
-        a.detached = 1;
-        a.home_vproc = t->vp->index;
-        a.stack_size = 16 << 10;
-        a.name = "cancel";
-        weft_thread_t h;
-        if (weft_thread_create(&h, &a, expire_on_home, t) != 0)
-            passed_through("pthread_cancel of a waiting thread from outside weft (acted on at its next cancellation point)");
-    }
+    interrupt_wait(t);
     return 0;
 }
 

@@ -78,81 +78,81 @@ API int socket(int d, int t, int p) {
 }
 API int accept(int fd, struct sockaddr *a, socklen_t *l) {
     ON_WEFT_OR(__wrap_accept(fd, a, l));
-    return at_cancel_point([&] { return weft_accept(fd, a, l); });
+    return blocking_call([&] { return weft_accept(fd, a, l); });
 }
 API int accept4(int fd, struct sockaddr *a, socklen_t *l, int f) {
     ON_WEFT_OR(__wrap_accept4(fd, a, l, f));
-    return at_cancel_point([&] { return weft_accept4(fd, a, l, f); });
+    return blocking_call([&] { return weft_accept4(fd, a, l, f); });
 }
 API int connect(int fd, const struct sockaddr *a, socklen_t l) {
     ON_WEFT_OR(__wrap_connect(fd, a, l));
-    return at_cancel_point([&] { return weft_connect(fd, a, l); });
+    return blocking_call([&] { return weft_connect(fd, a, l); });
 }
 API ssize_t read(int fd, void *b, size_t n) {
     ON_WEFT_OR(__wrap_read(fd, b, n));
-    return at_cancel_point([&] { return weft_read(fd, b, n); });
+    return blocking_call([&] { return weft_read(fd, b, n); });
 }
 API ssize_t write(int fd, const void *b, size_t n) {
     ON_WEFT_OR(__wrap_write(fd, b, n));
-    return at_cancel_point([&] { return weft_write(fd, b, n); });
+    return blocking_call([&] { return weft_write(fd, b, n); });
 }
 API ssize_t readv(int fd, const struct iovec *v, int n) {
     ON_WEFT_OR(__wrap_readv(fd, v, n));
-    return at_cancel_point([&] { return weft_readv(fd, v, n); });
+    return blocking_call([&] { return weft_readv(fd, v, n); });
 }
 API ssize_t writev(int fd, const struct iovec *v, int n) {
     ON_WEFT_OR(__wrap_writev(fd, v, n));
-    return at_cancel_point([&] { return weft_writev(fd, v, n); });
+    return blocking_call([&] { return weft_writev(fd, v, n); });
 }
 API ssize_t pread(int fd, void *b, size_t n, off_t o) {
     ON_WEFT_OR(__wrap_pread(fd, b, n, o));
-    return at_cancel_point([&] { return weft_pread(fd, b, n, o); });
+    return blocking_call([&] { return weft_pread(fd, b, n, o); });
 }
 API ssize_t pwrite(int fd, const void *b, size_t n, off_t o) {
     ON_WEFT_OR(__wrap_pwrite(fd, b, n, o));
-    return at_cancel_point([&] { return weft_pwrite(fd, b, n, o); });
+    return blocking_call([&] { return weft_pwrite(fd, b, n, o); });
 }
 API ssize_t pread64(int fd, void *b, size_t n, off_t o) { return pread(fd, b, n, o); }
 API ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) { return pwrite(fd, b, n, o); }
 API ssize_t recv(int fd, void *b, size_t n, int f) {
     ON_WEFT_OR(__wrap_recv(fd, b, n, f));
-    return at_cancel_point([&] { return weft_recv(fd, b, n, f); });
+    return blocking_call([&] { return weft_recv(fd, b, n, f); });
 }
 API ssize_t send(int fd, const void *b, size_t n, int f) {
     ON_WEFT_OR(__wrap_send(fd, b, n, f));
-    return at_cancel_point([&] { return weft_send(fd, b, n, f); });
+    return blocking_call([&] { return weft_send(fd, b, n, f); });
 }
 API ssize_t recvfrom(int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l) {
     ON_WEFT_OR(__wrap_recvfrom(fd, b, n, f, a, l));
-    if (!a) return at_cancel_point([&] { return weft_recv(fd, b, n, f); });
+    if (!a) return blocking_call([&] { return weft_recv(fd, b, n, f); });
     struct iovec v = {b, n};
     struct msghdr m = {};
     m.msg_name = a;
     m.msg_namelen = l ? *l : 0;
     m.msg_iov = &v;
     m.msg_iovlen = 1;
-    ssize_t r = at_cancel_point([&] { return weft_recvmsg(fd, &m, f); });
+    ssize_t r = blocking_call([&] { return weft_recvmsg(fd, &m, f); });
     if (r >= 0 && l) *l = m.msg_namelen;
     return r;
 }
 API ssize_t sendto(int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l) {
     ON_WEFT_OR(__wrap_sendto(fd, b, n, f, a, l));
-    if (!a) return at_cancel_point([&] { return weft_send(fd, b, n, f); });
+    if (!a) return blocking_call([&] { return weft_send(fd, b, n, f); });
     struct iovec v = {const_cast<void *>(b), n};
     struct msghdr m = {};
     m.msg_name = const_cast<struct sockaddr *>(a);
     m.msg_namelen = l;
     m.msg_iov = &v;
     m.msg_iovlen = 1;
-    return at_cancel_point([&] { return weft_sendmsg(fd, &m, f); });
+    return blocking_call([&] { return weft_sendmsg(fd, &m, f); });
 }
 API ssize_t recvmsg(int fd, struct msghdr *m, int f) {
     ON_WEFT_OR(__wrap_recvmsg(fd, m, f));
-    return at_cancel_point([&] { return weft_recvmsg(fd, m, f); });
+    return blocking_call([&] { return weft_recvmsg(fd, m, f); });
 }
 API ssize_t sendmsg(int fd, const struct msghdr *m, int f) {
     ON_WEFT_OR(__wrap_sendmsg(fd, m, f));
-    return at_cancel_point([&] { return weft_sendmsg(fd, m, f); });
+    return blocking_call([&] { return weft_sendmsg(fd, m, f); });
 }
 API ssize_t sendfile(int out, int in, off_t *off, size_t n) {
     ON_WEFT_OR(__wrap_sendfile(out, in, off, n));
@@ -279,13 +279,13 @@ API int openat64(int dir, const char *path, int flags, ...) {
 
 API int poll(struct pollfd *p, nfds_t n, int timeout) {
     ON_WEFT_OR(__wrap_poll(p, n, timeout));
-    return at_cancel_point([&] { return weft_poll(p, n, timeout); }, [](int r) { return r <= 0; });
+    return blocking_call(false, [&] { return weft_poll(p, n, timeout); }, [](int r) { return r <= 0; });
 }
 API int ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *mask) {
     ON_WEFT_OR(__wrap_ppoll(p, n, t, mask));
     if (t && !valid_timespec(t)) return fail(EINVAL);
     if (mask) passed_through("ppoll's signal mask (ignored)");
-    return at_cancel_point([&] { return weft_poll(p, n, ms_of(t)); }, [](int r) { return r <= 0; });
+    return blocking_call(false, [&] { return weft_poll(p, n, ms_of(t)); }, [](int r) { return r <= 0; });
 }
 
 // select on weft_poll: the sets become a pollfd array and back.
@@ -300,7 +300,7 @@ static int select_on_poll(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout
         if (e && FD_ISSET(fd, e)) ev |= POLLPRI;
         if (ev) ps[n++] = {fd, ev, 0};
     }
-    int got = at_cancel_point([&] { return weft_poll(ps, n, timeout_ms); }, [](int r) { return r <= 0; });
+    int got = blocking_call(false, [&] { return weft_poll(ps, n, timeout_ms); }, [](int r) { return r <= 0; });
     if (got < 0) return -1;
     for (nfds_t i = 0; i < n; ++i)
         if (ps[i].revents & POLLNVAL) return fail(EBADF);
@@ -341,7 +341,7 @@ API int epoll_wait(int ep, struct epoll_event *v, int n, int timeout) {
     ON_WEFT_OR(__wrap_epoll_wait(ep, v, n, timeout));
     if (timeout == 0) return __wrap_epoll_wait(ep, v, n, 0);
     uint64_t deadline = timeout > 0 ? weft_now_ns() + static_cast<uint64_t>(timeout) * 1000000 : 0;
-    CancelPoint cp;
+    BlockingCall bc;
     for (;;) {
         int r = __wrap_epoll_wait(ep, v, n, 0);
         if (r != 0) return r;
@@ -352,7 +352,7 @@ API int epoll_wait(int ep, struct epoll_event *v, int n, int timeout) {
             left = static_cast<int>((deadline - now + 999999) / 1000000);
         }
         epoll_ready(ep, left);
-        cp.check();
+        if (bc.check() != BlockingCall::kDone) return fail(EINTR); // never restarted
     }
 }
 API int epoll_pwait(int ep, struct epoll_event *v, int n, int timeout, const sigset_t *mask) {
@@ -371,24 +371,30 @@ API int epoll_pwait2(int ep, struct epoll_event *v, int n, const struct timespec
 
 API unsigned sleep(unsigned s) {
     ON_WEFT_OR(__wrap_sleep(s));
-    CancelPoint cp;
-    weft_sleep_ns(static_cast<uint64_t>(s) * 1000000000u);
-    cp.leave(true);
-    return 0;
+    BlockingCall bc;
+    uint64_t until = weft_now_ns() + static_cast<uint64_t>(s) * 1000000000u;
+    weft_sleep_until_ns(until);
+    if (bc.leave(true) == BlockingCall::kDone) return 0;
+    uint64_t now = weft_now_ns(); // interrupted: the seconds left, rounded up
+    return now >= until ? 0 : static_cast<unsigned>((until - now + 999999999u) / 1000000000u);
 }
 API int usleep(useconds_t us) {
     ON_WEFT_OR(__wrap_usleep(us));
-    CancelPoint cp;
+    BlockingCall bc;
     weft_sleep_ns(static_cast<uint64_t>(us) * 1000u);
-    cp.leave(true);
-    return 0;
+    return bc.leave(true) == BlockingCall::kDone ? 0 : fail(EINTR);
 }
 API int nanosleep(const struct timespec *req, struct timespec *rem) {
     ON_WEFT_OR(__wrap_nanosleep(req, rem));
     if (!valid_timespec(req) || req->tv_sec < 0) return fail(EINVAL);
-    CancelPoint cp;
-    weft_sleep_ns(static_cast<uint64_t>(ns_of(req)));
-    cp.leave(true);
+    BlockingCall bc;
+    uint64_t until = weft_now_ns() + static_cast<uint64_t>(ns_of(req));
+    weft_sleep_until_ns(until);
+    if (bc.leave(true) != BlockingCall::kDone) { // interrupted: what is left
+        uint64_t now = weft_now_ns(), left = now >= until ? 0 : until - now;
+        if (rem) *rem = {static_cast<time_t>(left / 1000000000u), static_cast<long>(left % 1000000000u)};
+        return fail(EINTR);
+    }
     if (rem) *rem = {0, 0};
     return 0;
 }
@@ -400,14 +406,16 @@ API int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, 
         return __wrap_clock_nanosleep(clock, flags, req, rem);
     }
     if (!(flags & TIMER_ABSTIME) && req->tv_sec < 0) return EINVAL;
-    CancelPoint cp;
-    if (flags & TIMER_ABSTIME) {
-        weft_sleep_until_ns(deadline_on(clock, req));
-    } else {
-        weft_sleep_ns(static_cast<uint64_t>(ns_of(req)));
-        if (rem) *rem = {0, 0};
+    BlockingCall bc;
+    uint64_t until = flags & TIMER_ABSTIME ? deadline_on(clock, req) : weft_now_ns() + static_cast<uint64_t>(ns_of(req));
+    weft_sleep_until_ns(until);
+    if (bc.leave(true) != BlockingCall::kDone) { // interrupted: what is left (a relative sleep)
+        uint64_t now = weft_now_ns(), left = now >= until ? 0 : until - now;
+        if (rem && !(flags & TIMER_ABSTIME))
+            *rem = {static_cast<time_t>(left / 1000000000u), static_cast<long>(left % 1000000000u)};
+        return EINTR;
     }
-    cp.leave(true);
+    if (rem && !(flags & TIMER_ABSTIME)) *rem = {0, 0};
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 #include "core/park.hpp"
@@ -46,76 +47,108 @@ bool nptl_threads();
 
 // --- cancellation (cancel.cc) ---
 
-// Tcb::cancel bits.
-inline constexpr uint8_t kCancelDisabled = 1, kCancelAsync = 2, kCancelPending = 4, kCancelActing = 8;
+// Tcb::cancel bits: cancellation's state, and a signal's interruption of
+// a blocking call (pthread_kill: kSignalled, or kSignalRestart when the
+// handler has SA_RESTART).
+inline constexpr uint8_t kCancelDisabled = 1, kCancelAsync = 2, kCancelPending = 4, kCancelActing = 8,
+                         kSignalled = 16, kSignalRestart = 32;
 
 // Act on a cancel: run the cleanup handlers, then exit with PTHREAD_CANCELED.
 [[noreturn]] void cancel_act(detail::Tcb *self);
 // Run the cleanup handlers still registered, then exit with self->retval
 // (pthread_exit's path too).
 [[noreturn]] void cleanup_and_exit(detail::Tcb *self);
+// End t's blocking call if it waits in one (expire_wait on t's home vproc);
+// the reason is in t->cancel, set before.
+void interrupt_wait(detail::Tcb *t);
 
-// A blocking call at a cancellation point, on a weft thread:
-//     CancelPoint cp;            // acts on a pending request (does not return then)
-//     r = <the call>;            // its wait may be cut short by pthread_cancel
-//     cp.leave(r failed);        // acts on a request that cut it short
-// While the thread may be cancelled its waits are timed (kNoDeadline when
-// the call has no deadline: no timer is armed) and interruptible, so that
-// pthread_cancel can end them (expire_wait). A call that did its work
-// (leave(false)) returns its result; the request stays pending for the
-// next cancellation point rather than lose, say, the bytes it read.
-class CancelPoint {
+// A blocking call of the program, on a weft thread: a cancellation point,
+// and a wait pthread_kill interrupts (EINTR), as a signal would on NPTL.
+//     BlockingCall bc;           // acts on a pending cancel (does not return then)
+//     r = <the call>;            // its wait may be cut short
+//     bc.leave(r failed)         // kDone, or why it was cut short
+// Its waits are timed (kNoDeadline when the call has none: no timer is
+// armed) and interruptible, so that pthread_cancel and pthread_kill can end
+// them (expire_wait). A call that did its work (leave(false)) returns its
+// result; a cancel stays pending for the next cancellation point rather
+// than lose, say, the bytes it read.
+class BlockingCall {
 public:
-    CancelPoint() : t_(detail::tls_vproc->current) {
+    enum Outcome { kDone, kInterrupted, kRestart };
+
+    BlockingCall() : t_(detail::tls_vproc->current) {
         uint8_t c = t_->cancel.load(std::memory_order_acquire);
-        if (c & kCancelDisabled) return;
-        if (c & kCancelPending) cancel_act(t_);
-        on_ = true;
+        if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) cancel_act(t_);
+        // A signal before the call ran its handler then; it does not interrupt this one.
+        if (c & (kSignalled | kSignalRestart))
+            t_->cancel.fetch_and(static_cast<uint8_t>(~(kSignalled | kSignalRestart)), std::memory_order_relaxed);
         t_->interruptible = true;
         io_deadline_ = t_->io_deadline;
         if (!io_deadline_) t_->io_deadline = detail::kNoDeadline;
     }
-    CancelPoint(const CancelPoint &) = delete;
-    CancelPoint &operator=(const CancelPoint &) = delete;
-    // The deadline a wait with none should use: kNoDeadline while cancellable.
-    uint64_t no_deadline() const { return on_ ? detail::kNoDeadline : 0; }
-    void leave(bool failed) {
+    BlockingCall(const BlockingCall &) = delete;
+    BlockingCall &operator=(const BlockingCall &) = delete;
+    ~BlockingCall() { end(); }
+
+    // The deadline for a wait the program gave none.
+    static constexpr uint64_t no_deadline() { return detail::kNoDeadline; }
+
+    // After the call. failed: it did not do its work (an error, a timeout,
+    // nothing ready) — then a pending cancel is acted on, or the call was
+    // interrupted by a signal: kInterrupted (EINTR), or kRestart if the
+    // handler asked for SA_RESTART (for the calls that honour it).
+    Outcome leave(bool failed) {
+        end();
+        uint8_t c = t_->cancel.load(std::memory_order_acquire);
+        if (!failed) return kDone;
+        if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) cancel_act(t_);
+        if (!(c & (kSignalled | kSignalRestart))) return kDone;
+        t_->cancel.fetch_and(static_cast<uint8_t>(~(kSignalled | kSignalRestart)), std::memory_order_relaxed);
+        return c & kSignalled ? kInterrupted : kRestart;
+    }
+    // For a call that waits in a loop: what leave(true) would say, but the
+    // call goes on (kDone: wait again).
+    Outcome check() {
+        uint8_t c = t_->cancel.load(std::memory_order_acquire);
+        if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) cancel_act(t_);
+        if (!(c & (kSignalled | kSignalRestart))) return kDone;
+        t_->cancel.fetch_and(static_cast<uint8_t>(~(kSignalled | kSignalRestart)), std::memory_order_relaxed);
+        return c & kSignalled ? kInterrupted : kRestart;
+    }
+
+private:
+    void end() {
         if (!on_) return;
         on_ = false;
         t_->interruptible = false;
         t_->io_deadline = io_deadline_;
-        if (failed && (t_->cancel.load(std::memory_order_acquire) & (kCancelPending | kCancelDisabled)) == kCancelPending)
-            cancel_act(t_);
     }
-    // For a call that waits in a loop: act on a request now, staying a
-    // cancellation point otherwise.
-    void check() {
-        if (on_ && (t_->cancel.load(std::memory_order_acquire) & (kCancelPending | kCancelDisabled)) == kCancelPending)
-            leave(true);
-    }
-    ~CancelPoint() { // left by a return without leave(): the call's own error paths
-        if (on_) {
-            t_->interruptible = false;
-            t_->io_deadline = io_deadline_;
-        }
-    }
-
-private:
     detail::Tcb *t_;
-    bool on_ = false;
+    bool on_ = true;
     uint64_t io_deadline_ = 0;
 };
 
-// A blocking call at a cancellation point, acting on a cancel that cut it
-// short when `failed(result)`: -1 for the errno-style calls.
-template <class Call, class Failed> auto at_cancel_point(Call call, Failed failed) {
-    CancelPoint cp;
-    auto r = call();
-    cp.leave(failed(r));
-    return r;
+// An errno-style blocking call (-1 and errno on failure) through
+// BlockingCall: -1 EINTR when a signal interrupted it; restarted after a
+// SA_RESTART handler if `restartable` (read, write, accept ... as on Linux;
+// poll, select, epoll_wait and sleeps never are). failed(r): the result
+// says it did not do its work.
+template <class Call, class Failed> auto blocking_call(bool restartable, Call call, Failed failed) {
+    for (;;) {
+        BlockingCall bc;
+        auto r = call();
+        switch (bc.leave(failed(r))) {
+        case BlockingCall::kDone: return r;
+        case BlockingCall::kRestart:
+            if (restartable) continue;
+            [[fallthrough]];
+        case BlockingCall::kInterrupted: errno = EINTR; return static_cast<decltype(r)>(-1);
+        }
+    }
 }
-template <class Call> auto at_cancel_point(Call call) {
-    return at_cancel_point(call, [](auto r) { return r < 0; });
+// The I/O calls: restartable, failed when -1.
+template <class Call> auto blocking_call(Call call) {
+    return blocking_call(true, call, [](auto r) { return r < 0; });
 }
 
 } // namespace weft::posix

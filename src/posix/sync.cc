@@ -156,15 +156,15 @@ API int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a) {
     cond_clock(c) = a ? word(const_cast<pthread_condattr_t *>(a)) : CLOCK_REALTIME;
     return weft_cond_init(C(c));
 }
-// Cancellation points (shim.hpp: CancelPoint). Cut short, the wait returns
-// ETIMEDOUT with the mutex held again, and the cleanup handlers run then,
-// as POSIX requires; with no cancel to act on that is a spurious wake-up.
+// Cancellation points, interruptible (shim.hpp: BlockingCall). Cut short,
+// the wait returns ETIMEDOUT with the mutex held again, and a cancel's
+// cleanup handlers run then, as POSIX requires; a signal makes it a
+// spurious wake-up (0), as on Linux.
 API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
     if (!on_weft()) return weft_cond_wait(C(c), M(m));
-    CancelPoint cp;
-    if (!cp.no_deadline()) return weft_cond_wait(C(c), M(m));
-    int e = weft_cond_timedwait(C(c), M(m), cp.no_deadline());
-    cp.leave(e == ETIMEDOUT);
+    BlockingCall bc;
+    int e = weft_cond_timedwait(C(c), M(m), bc.no_deadline());
+    bc.leave(e == ETIMEDOUT);
     return e == ETIMEDOUT ? 0 : e;
 }
 API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock, const struct timespec *abs) {
@@ -172,10 +172,9 @@ API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t 
     uint64_t deadline;
     if (int bad = timed(clock, abs, &deadline)) return bad;
     if (!on_weft()) return weft_cond_timedwait(C(c), M(m), deadline);
-    CancelPoint cp;
+    BlockingCall bc;
     int e = weft_cond_timedwait(C(c), M(m), deadline);
-    cp.leave(e == ETIMEDOUT);
-    return e;
+    return bc.leave(e == ETIMEDOUT) == BlockingCall::kDone ? e : 0;
 }
 API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abs) {
     return pthread_cond_clockwait(c, m, cond_clock(c), abs);
@@ -246,14 +245,13 @@ API int sem_init(sem_t *s, int pshared, unsigned value) {
     return sem_result(weft_sem_init(S(s), value));
 }
 API int sem_destroy(sem_t *s) { return sem_result(weft_sem_destroy(S(s))); }
-API int sem_wait(sem_t *s) {
+API int sem_wait(sem_t *s) { // never restarted after a signal (Linux)
     if (!on_weft()) return sem_result(weft_sem_wait(S(s)));
-    CancelPoint cp;
-    if (!cp.no_deadline()) return sem_result(weft_sem_wait(S(s)));
-    int e = weft_sem_timedwait(S(s), cp.no_deadline());
-    if (e == ETIMEDOUT) { // cut short: acts on the cancel (with none, wait on)
-        cp.leave(true);
-        e = weft_sem_wait(S(s));
+    BlockingCall bc;
+    int e = weft_sem_timedwait(S(s), bc.no_deadline());
+    if (e == ETIMEDOUT) {
+        if (bc.leave(true) != BlockingCall::kDone) return sem_result(EINTR);
+        e = weft_sem_wait(S(s)); // cut short for nothing: wait on
     }
     return sem_result(e);
 }
@@ -266,9 +264,9 @@ API int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *abs) {
     uint64_t deadline;
     if (int bad = timed(clock, abs, &deadline)) return sem_result(bad);
     if (!on_weft()) return sem_result(weft_sem_timedwait(S(s), deadline));
-    CancelPoint cp;
+    BlockingCall bc;
     int e = weft_sem_timedwait(S(s), deadline);
-    cp.leave(e == ETIMEDOUT);
+    if (bc.leave(e == ETIMEDOUT) != BlockingCall::kDone) e = EINTR;
     return sem_result(e);
 }
 API int sem_timedwait(sem_t *s, const struct timespec *abs) { return sem_clockwait(s, CLOCK_REALTIME, abs); }

@@ -102,9 +102,9 @@ API int pthread_join(pthread_t t, void **ret) {
     count(kServed);
     // A cancellation point, but the wait is not cut short (the joiner is
     // recorded in the target): a request is acted on before, or after it.
-    CancelPoint cp;
+    BlockingCall bc;
     int e = weft_thread_join(h, ret);
-    cp.leave(e != 0);
+    bc.leave(e != 0);
     return e;
 }
 
@@ -337,7 +337,18 @@ API int pthread_kill(pthread_t t, int sig) {
     // Delivered to the kernel thread running the caller: the handler runs on
     // whichever weft thread is current there (docs/posix.md, signals).
     passed_through("pthread_kill");
-    return __wrap_pthread_kill(__wrap_pthread_self(), sig);
+    if (int e = __wrap_pthread_kill(__wrap_pthread_self(), sig)) return e;
+    // And, as on NPTL, the target's blocking call ends with EINTR if a
+    // handler ran for it (SA_RESTART: the calls that restart do) — how a
+    // program wakes a thread out of accept or epoll_wait (Apache at stop).
+    struct sigaction sa;
+    sigset_t mask;
+    if (sigaction(sig, nullptr, &sa) != 0 || sa.sa_handler == SIG_IGN || sa.sa_handler == SIG_DFL) return 0;
+    if (__wrap_pthread_sigmask(SIG_BLOCK, nullptr, &mask) == 0 && sigismember(&mask, sig)) return 0; // pending
+    Tcb *tcb = tcb_of(t);
+    tcb->cancel.fetch_or(sa.sa_flags & SA_RESTART ? kSignalRestart : kSignalled, std::memory_order_acq_rel);
+    interrupt_wait(tcb);
+    return 0;
 }
 
 } // extern "C"
