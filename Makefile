@@ -47,7 +47,7 @@ build-asan: deps $(ASAN_BUILD)/build.ninja
 # rate), FILESET (where the file set lives), SIZE_MB (its size),
 # SOURCE_ADDRS (auto|always|off: 127.0.x.y source addresses for httperf).
 run: build
-	@scripts/deps.sh nginx-light wrk httperf
+	@scripts/deps.sh nginx-light apache2 wrk httperf
 	$(PYTHON) bench/web/web_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 # The runtime core's short tour (what `make run` showed before the web harness).

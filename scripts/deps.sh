@@ -16,5 +16,15 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "weft: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
+# Servers the benchmarks start themselves (nginx-light, apache2) would be
+# started as system daemons by their postinst, holding port 80 and running
+# on: a policy-rc.d that refuses (exit 101) keeps them stopped. Only when
+# there is none, and removed after; an existing one (containers have one)
+# is left as it is.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get install -y --no-install-recommends $missing >/dev/null 2>&1 || {
   apt-get update >/dev/null && apt-get install -y --no-install-recommends $missing; }

@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -283,7 +284,8 @@ class ServersFile(unittest.TestCase):
     def test_the_default_set_is_unchanged_by_the_named_only_entries(self):
         default = [s["name"] for s in wb.load_servers(wb.SERVERS_JSON)]
         self.assertEqual(default, ["knot-nb", "knot-c", "knot-b", "knot-uring", "knot-linked", "userver-sped",
-                                   "userver-symped", "userver-shared", "userver-b", "watpipe", "nginx"])
+                                   "userver-symped", "userver-shared", "userver-b", "watpipe", "nginx", "apache",
+                                   "apache-weft"])
         for s in wb.load_servers(wb.SERVERS_JSON):
             self.assertNotIn("env", s)  # the make run servers run as before
         quick = wb.PRESETS["quick"]["servers"].split(",")
@@ -325,6 +327,21 @@ class ServersFile(unittest.TestCase):
         self.assertEqual(plain[:3], ["taskset", "-c", "1"])
         self.assertIn("--stats", plain)
         self.assertEqual(wb.env_prefix({}), [])
+
+    def test_apache_is_the_same_binary_on_nptl_and_under_weft_run(self):
+        tools, bins = {"apache2": "/usr/sbin/apache2"}, {"weft-run": "/b/posix/weft-run"}
+        by = {s["name"]: s for s in wb.load_servers(wb.SERVERS_JSON, ["apache", "apache-weft"])}
+        with tempfile.TemporaryDirectory() as tmp:
+            nptl = wb.server_command(by["apache"], tools, bins, 1, "/files")(8080, tmp)
+            weft = wb.server_command(by["apache-weft"], tools, bins, 1, "/files")(8080, tmp)
+            with open(os.path.join(tmp, "httpd.conf")) as f:
+                conf = f.read()
+        tail = ["/usr/sbin/apache2", "-X", "-f", os.path.join(tmp, "httpd.conf")]
+        self.assertEqual(nptl, ["taskset", "-c", "1"] + tail)
+        self.assertEqual(weft, ["taskset", "-c", "1", "/b/posix/weft-run"] + by["apache-weft"]["args"] + tail)
+        for line in ("Listen 127.0.0.1:8080", "DocumentRoot /files", "mod_mpm_worker.so", "EnableSendfile On",
+                     f"ThreadsPerChild {wb.APACHE_THREADS}", f"ErrorLog {tmp}/error.log"):
+            self.assertIn(line, conf)
 
     def test_env_is_recorded_and_shown(self):
         spec = {"name": "knot-graph", "kind": "knot", "args": ["--mode", "nb"], "env": {"WEFT_GRAPH": "1"}}

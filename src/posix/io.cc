@@ -436,6 +436,8 @@ static int sigwait_on_weft(const sigset_t *set, siginfo_t *info, int timeout_ms)
     if (fd < 0) return -1;
     uint64_t deadline = timeout_ms > 0 ? weft_now_ns() + static_cast<uint64_t>(timeout_ms) * 1000000 : 0;
     int rc;
+    BlockingCall bc; // a cancellation point, and interruptible (never restarted)
+    bool cut = false;
     for (;;) {
         struct signalfd_siginfo si;
         ssize_t n = __wrap_read(fd, &si, sizeof si);
@@ -473,9 +475,14 @@ static int sigwait_on_weft(const sigset_t *set, siginfo_t *info, int timeout_ms)
             rc = -1;
             break;
         }
+        if ((cut = bc.cut_short())) break;
     }
     int e = errno;
     weft_close(fd);
+    if (cut) {
+        bc.leave(true); // a cancel acts here, with the descriptor closed
+        return fail(EINTR);
+    }
     errno = e;
     return rc;
 }

@@ -116,6 +116,13 @@ public:
         return c & kSignalled ? kInterrupted : kRestart;
     }
 
+    // Whether leave(true) would act or say interrupted, doing nothing yet
+    // (for a call that must first release what it holds).
+    bool cut_short() const {
+        uint8_t c = t_->cancel.load(std::memory_order_acquire);
+        return (c & (kCancelPending | kCancelDisabled)) == kCancelPending || (c & (kSignalled | kSignalRestart));
+    }
+
 private:
     void end() {
         if (!on_) return;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "core/runtime.hpp"
 #include "core/tcb.hpp"
@@ -322,9 +323,43 @@ API int pthread_spin_unlock(pthread_spinlock_t *l) {
 
 // --- signals: a weft thread's mask is its vproc's kernel thread's ---
 
+namespace {
+struct MaskChange {
+    int how;
+    const sigset_t *set;
+};
+void *change_mask(void *arg) {
+    auto *m = static_cast<MaskChange *>(arg);
+    __wrap_pthread_sigmask(m->how, m->set, nullptr);
+    return nullptr;
+}
+} // namespace
+
+// A weft thread's mask is its kernel thread's, and weft threads share and
+// (with several vprocs) spread over kernel threads: so the mask is the
+// process's. A change is made on every vproc's kernel thread — by a small
+// thread on each, waited for — so that the usual pattern (block signals in
+// main, then sigwait in one thread) holds whichever kernel thread the
+// kernel picks to deliver to.
 API int pthread_sigmask(int how, const sigset_t *set, sigset_t *old) {
-    if (on_weft()) passed_through("pthread_sigmask");
-    return __wrap_pthread_sigmask(how, set, old);
+    if (!on_weft()) return __wrap_pthread_sigmask(how, set, old);
+    if (int e = __wrap_pthread_sigmask(how, set, old)) return e;
+    auto &vprocs = weft::detail::tls_vproc->rt->vprocs;
+    if (!set || vprocs.size() == 1) return 0;
+    MaskChange m{how, set};
+    std::vector<weft_thread_t> helpers;
+    for (auto &vp : vprocs) {
+        if (vp.get() == weft::detail::tls_vproc) continue;
+        weft_thread_attr_t a;
+        weft_thread_attr_init(&a);
+        a.home_vproc = vp->index;
+        a.stack_size = 16 << 10;
+        a.name = "sigmask";
+        weft_thread_t h;
+        if (weft_thread_create(&h, &a, change_mask, &m) == 0) helpers.push_back(h);
+    }
+    for (weft_thread_t h : helpers) weft_thread_join(h, nullptr);
+    return 0;
 }
 
 API int pthread_kill(pthread_t t, int sig) {
