@@ -52,6 +52,28 @@ void forget(int fd) {
     if (s && s->kind != wd::FdKind::Unknown) wd::fd_forget(vp, s, fd);
 }
 
+// A call that blocks its kernel thread in the kernel with nothing weft can
+// wait on instead (a child's exit, a file lock): made on the offload pool,
+// the thread parked meanwhile. Not cut short by pthread_cancel/pthread_kill.
+template <class F> auto on_pool(F f) {
+    using R = decltype(f());
+    struct Job {
+        F *f;
+        R r;
+        int err;
+    } job{&f, R{}, 0};
+    weft_offload(
+        [](void *p) -> void * {
+            auto *j = static_cast<Job *>(p);
+            j->r = (*j->f)();
+            j->err = errno;
+            return nullptr;
+        },
+        &job);
+    errno = job.err;
+    return job.r;
+}
+
 // Wait until epoll fd `ep` has events or the timeout passes: its own
 // descriptor is readable while events are pending.
 bool epoll_ready(int ep, int timeout_ms) {
@@ -214,6 +236,7 @@ API int fcntl(int fd, int cmd, ...) {
         if (r >= 0) dup_state(fd, r);
         return r;
     }
+    if (cmd == F_SETLKW || cmd == F_OFD_SETLKW) return on_pool([&] { return __wrap_fcntl(fd, cmd, arg); });
     return weft_fcntl(fd, cmd, arg);
 }
 API int fcntl64(int fd, int cmd, ...) {
@@ -502,6 +525,38 @@ API int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec
     ON_WEFT_OR(__wrap_sigtimedwait(set, info, t));
     if (t && !valid_timespec(t)) return fail(EINVAL);
     return sigwait_on_weft(set, info, ms_of(t));
+}
+
+// --- waiting for children, and for file locks: on the offload pool ---
+
+API pid_t wait(int *st) {
+    ON_WEFT_OR(__wrap_wait(st));
+    return on_pool([&] { return __wrap_wait(st); });
+}
+API pid_t waitpid(pid_t pid, int *st, int opt) {
+    ON_WEFT_OR(__wrap_waitpid(pid, st, opt));
+    if (opt & WNOHANG) return __wrap_waitpid(pid, st, opt);
+    return on_pool([&] { return __wrap_waitpid(pid, st, opt); });
+}
+API pid_t wait4(pid_t pid, int *st, int opt, struct rusage *ru) {
+    ON_WEFT_OR(__wrap_wait4(pid, st, opt, ru));
+    if (opt & WNOHANG) return __wrap_wait4(pid, st, opt, ru);
+    return on_pool([&] { return __wrap_wait4(pid, st, opt, ru); });
+}
+API int waitid(idtype_t type, id_t id, siginfo_t *info, int opt) {
+    ON_WEFT_OR(__wrap_waitid(type, id, info, opt));
+    if (opt & WNOHANG) return __wrap_waitid(type, id, info, opt);
+    return on_pool([&] { return __wrap_waitid(type, id, info, opt); });
+}
+API int flock(int fd, int op) {
+    ON_WEFT_OR(__wrap_flock(fd, op));
+    if (op & LOCK_NB) return __wrap_flock(fd, op);
+    return on_pool([&] { return __wrap_flock(fd, op); });
+}
+API int lockf(int fd, int cmd, off_t len) {
+    ON_WEFT_OR(__wrap_lockf(fd, cmd, len));
+    if (cmd != F_LOCK) return __wrap_lockf(fd, cmd, len);
+    return on_pool([&] { return __wrap_lockf(fd, cmd, len); });
 }
 
 // --- names: getaddrinfo may block for seconds (DNS): on the offload pool ---
