@@ -173,6 +173,58 @@ TEST_P(StageOnVprocs, BlockingWorkRunsOnAWeftThreadAndResumesTheClosure) {
     }));
 }
 
+// The same operations as coroutines (the implicit-continuation style).
+struct CoFib : ws::CoOp<long> {
+    CoFib(Stage &s, int n) : st(s), n(n) {}
+    Stage &st;
+    int n;
+    ws::Co body() override {
+        if (n < 2) {
+            result = n;
+            co_return;
+        }
+        auto &a = invoke<CoFib>(st, st, n - 1);
+        auto &b = invoke<CoFib>(st, st, n - 2);
+        co_await children();
+        result = a.result + b.result;
+    }
+};
+
+struct CoSteps : ws::CoOp<int> {
+    explicit CoSteps(int fd) : fd(fd) {}
+    int fd;
+    ws::Co body() override {
+        char c = 0;
+        ssize_t got = -1;
+        co_await blocking([&] { got = weft_read(fd, &c, 1); }); // frame locals live across it
+        resume(); // resumed before it waits: not lost
+        co_await resumed();
+        if (got != 1) throw std::runtime_error("read failed");
+        result = c;
+    }
+};
+
+TEST_P(StageOnVprocs, CoroutineOperationsWaitForChildrenBlockingWorkAndResume) {
+    ASSERT_EQ(0, run([] {
+        Stage s("co");
+        ws::Scheduler sched({&s});
+        sched.start();
+        auto f = sched.call(s, std::make_unique<CoFib>(s, 18));
+        EXPECT_EQ(2584, f->result);
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        ASSERT_EQ(1, weft_write(p[1], "q", 1));
+        auto r = sched.call(s, std::make_unique<CoSteps>(p[0]));
+        EXPECT_FALSE(r->failed());
+        EXPECT_EQ('q', r->result);
+        weft_close(p[1]); // now the read sees EOF: the body throws
+        auto e = sched.call(s, std::make_unique<CoSteps>(p[0]));
+        EXPECT_TRUE(e->failed());
+        EXPECT_THROW(e->rethrow_if_failed(), std::runtime_error);
+        weft_close(p[0]);
+    }));
+}
+
 // ---- stage kinds -------------------------------------------------------------
 
 std::atomic<int> g_inside{0}, g_most{0};

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <atomic>
+#include <coroutine>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -124,9 +125,6 @@ protected:
     // is invoked, or by the constructor).
     uint64_t key = 0;
 
-private:
-    friend class Stage;
-    friend class Scheduler;
     struct BlockingBase {
         virtual ~BlockingBase() = default;
         virtual void call() = 0;
@@ -137,6 +135,10 @@ private:
         F fn;
     };
     void start_blocking(std::unique_ptr<BlockingBase> work);
+
+private:
+    friend class Stage;
+    friend class Scheduler;
     void adopt(Closure *child);
     Step done_after_children() { return done(); }
 
@@ -172,6 +174,89 @@ protected:
         result = std::move(value);
         return Closure::done();
     }
+};
+
+// The implicit-continuation style (§3.2) as a C++20 coroutine: the
+// operation is one coroutine, and where an explicit closure would end a
+// method and name its continuation it awaits instead.
+//
+//     struct Page : weft::stage::CoOp<int> {
+//         weft::stage::Co body() override {
+//             auto &a = invoke<Lookup>(cache_stage, 1);
+//             auto &b = invoke<Lookup>(cache_stage, 2);
+//             co_await children();                  // wait_children
+//             result = a.result + b.result;         // then done
+//         }
+//     };
+//
+// children(), resumed() (wait_resume), blocking(fn) (fn on a weft thread).
+// An exception escaping the body fails the operation. The coroutine frame
+// is one allocation per operation; a suspension costs a resume.
+class Co {
+public:
+    struct promise_type {
+        Co get_return_object() { return Co(std::coroutine_handle<promise_type>::from_promise(*this)); }
+        std::suspend_always initial_suspend() noexcept { return {}; }
+        std::suspend_always final_suspend() noexcept { return {}; }
+        void return_void() noexcept {}
+        void unhandled_exception() noexcept { error = std::current_exception(); }
+        std::exception_ptr error;
+        Step::Kind wait = Step::kDone; // what the suspension waits for
+    };
+    Co() = default;
+    explicit Co(std::coroutine_handle<promise_type> h) : h_(h) {}
+    Co(Co &&o) noexcept : h_(std::exchange(o.h_, {})) {}
+    Co &operator=(Co &&o) noexcept {
+        if (this != &o) {
+            if (h_) h_.destroy();
+            h_ = std::exchange(o.h_, {});
+        }
+        return *this;
+    }
+    ~Co() {
+        if (h_) h_.destroy();
+    }
+    std::coroutine_handle<promise_type> handle() const { return h_; }
+
+private:
+    std::coroutine_handle<promise_type> h_;
+};
+
+template <class R> class CoOp : public Op<R> {
+protected:
+    virtual Co body() = 0;
+
+    struct Await {
+        Step::Kind kind;
+        bool await_ready() const noexcept { return false; }
+        void await_suspend(std::coroutine_handle<Co::promise_type> h) const noexcept { h.promise().wait = kind; }
+        void await_resume() const noexcept {}
+    };
+    Await children() { return {Step::kWaitChildren}; }
+    Await resumed() { return {Step::kWaitResume}; }
+    template <class F> Await blocking(F fn) {
+        this->start_blocking(std::make_unique<typename Closure::template Blocking<F>>(std::move(fn)));
+        return {Step::kWaitResume};
+    }
+
+private:
+    Step run() final {
+        co_ = body();
+        return step();
+    }
+    Step step() {
+        auto h = co_.handle();
+        h.promise().wait = Step::kDone;
+        h.resume();
+        if (h.done()) {
+            std::exception_ptr e = h.promise().error;
+            co_ = Co(); // the frame goes now, not with the closure
+            return e ? this->fail(e) : Closure::done();
+        }
+        if (h.promise().wait == Step::kWaitChildren) return this->wait_children(&CoOp::step);
+        return this->wait_resume(&CoOp::step);
+    }
+    Co co_;
 };
 
 enum class Kind : uint8_t {
@@ -314,6 +399,7 @@ private:
     void check_thresholds(Stage *running, int vp);
     void call_closure(Stage &s, Closure *c);
     void wake(int vp);
+    uint64_t clock() const;
     void count_arc(const Closure *c, int to_stage, int to_vp);
 
     std::vector<Stage *> order_;

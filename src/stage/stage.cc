@@ -95,6 +95,7 @@ struct alignas(64) Scheduler::Runner {
     weft_sem_t wake = WEFT_SEM_INITIALIZER(0);
     std::atomic<bool> sleeping{false};
     int current_stage = -1;              // the stage whose operation runs now
+    uint64_t clock = 0;                  // weft_now_ns() as the current operation started (one read per operation)
     std::atomic<Stage *> wanted{nullptr}; // feedback: the stage to run next
 };
 
@@ -186,7 +187,7 @@ void Stage::submit_new(Closure *c, Closure *parent, int vp) {
     }
     c->stage_ = this;
     c->parent_ = parent;
-    c->invoked_at_ = weft_now_ns();
+    c->invoked_at_ = sched_->clock();
     sched_->live_.fetch_add(1, std::memory_order_relaxed);
     enqueue(c, target);
 }
@@ -196,7 +197,7 @@ void Stage::enqueue(Closure *c, int vp) {
     Scheduler *s = sched_;
     const int me = weft_vproc_self();
     c->vproc_ = vp;
-    c->queued_at_ = weft_now_ns();
+    c->queued_at_ = s->clock();
     c->from_stage_ = me >= 0 ? s->runners_[me].current_stage : -1;
     c->from_vproc_ = me;
     PerVproc &p = at(vp);
@@ -275,6 +276,14 @@ void Scheduler::stop() {
     started_ = false;
 }
 
+// Now, for the profile: the running operation's start when called from a
+// runner (a closure method), else a clock read.
+uint64_t Scheduler::clock() const {
+    const int me = weft_vproc_self();
+    if (me >= 0 && runners_[me].current_stage >= 0) return runners_[me].clock;
+    return weft_now_ns();
+}
+
 void Scheduler::wake(int vp) {
     Runner &r = runners_[vp];
     // Pairs with the runner's sleeping=true then look for work (both seq_cst).
@@ -327,6 +336,7 @@ bool Scheduler::visit(Stage *s, int vp, bool interrupting) {
     r.current_stage = s->index_;
     ++p.prof.visits;
     p.prof.queue_sum += pending;
+    r.clock = weft_now_ns();
     if (on_visit) on_visit(on_visit_arg, s->index_, vp);
     uint32_t ran = 0;
     while (Closure *c = p.pop()) {
@@ -338,7 +348,7 @@ bool Scheduler::visit(Stage *s, int vp, bool interrupting) {
         if (w && w != s) break; // feedback: another stage wants the processor
         if (!p.stack && !p.fifo_head) p.drain();
     }
-    p.last_run_ns = weft_now_ns();
+    p.last_run_ns = r.clock;
     r.current_stage = outer;
     if (exclusive) s->busy_.store(false, std::memory_order_release);
     return true;
@@ -353,7 +363,7 @@ void Scheduler::check_thresholds(Stage *running, int vp) {
         const size_t pend = p.pending();
         if (pend == 0) continue;
         if ((o.threshold_queue && pend >= o.threshold_queue) ||
-            (o.threshold_interval_ns && weft_now_ns() - p.last_run_ns >= o.threshold_interval_ns))
+            (o.threshold_interval_ns && runners_[vp].clock - p.last_run_ns >= o.threshold_interval_ns))
             visit(t, vp, true);
     }
 }
@@ -376,8 +386,8 @@ uint64_t Scheduler::arc(int from_stage, int from_vp, int to_stage, int to_vp) co
 void Scheduler::run_one(Closure *c, int vp) {
     Stage *s = c->stage_;
     StageProfile &prof = s->at(vp).prof;
-    const uint64_t now = weft_now_ns();
-    const uint64_t waited = now - c->queued_at_;
+    Runner &r = runners_[vp];
+    const uint64_t waited = r.clock > c->queued_at_ ? r.clock - c->queued_at_ : 0;
     if (c->restarted_) add_wait(prof.restarted, prof.restart_wait_ns, prof.restart_wait_max_ns, waited);
     else add_wait(prof.started, prof.start_wait_ns, prof.start_wait_max_ns, waited);
     count_arc(c, s->index_, vp);
@@ -396,6 +406,7 @@ void Scheduler::run_one(Closure *c, int vp) {
         c->error_ = std::current_exception();
         st = Step(Step::kDone, nullptr);
     }
+    r.clock = weft_now_ns(); // the end of this operation, the start of the next
     while (prev) { // free the finished; keep the others (a wait_resume may not wait for them)
         Closure *next = prev->sibling_;
         if (prev->ended_.load(std::memory_order_acquire)) {
@@ -436,7 +447,8 @@ void Scheduler::run_one(Closure *c, int vp) {
 
 void Scheduler::finish(Closure *c, int vp) {
     StageProfile &prof = c->stage_->at(vp).prof;
-    add_wait(prof.completed, prof.complete_ns, prof.complete_max_ns, weft_now_ns() - c->invoked_at_);
+    const uint64_t now = runners_[vp].clock;
+    add_wait(prof.completed, prof.complete_ns, prof.complete_max_ns, now > c->invoked_at_ ? now - c->invoked_at_ : 0);
     Closure *parent = c->parent_;
     if (parent) {
         c->ended_.store(true, std::memory_order_release); // the parent may free it from here on
