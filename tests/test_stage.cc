@@ -491,6 +491,57 @@ TEST(StageProfile, CountsAndArcsAreExactOnAScriptedWorkload) {
     }));
 }
 
+// ---- the cohort policy for plain threads ----------------------------------------
+
+struct Sites {
+    weft_sem_t a = WEFT_SEM_INITIALIZER(0), b = WEFT_SEM_INITIALIZER(0);
+    std::string log;
+};
+[[gnu::noinline]] void wait_at_a(Sites *s) {
+    weft_sem_wait(&s->a);
+    s->log += 'A';
+}
+[[gnu::noinline]] void wait_at_b(Sites *s) {
+    weft_sem_wait(&s->b);
+    s->log += 'B';
+}
+
+// Three threads blocked at one call site and three at another, made ready
+// alternately: the order they then run in.
+std::string run_order(const char *policy) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.policy = policy;
+    Sites sites;
+    int r = weft_main_config(
+        &cfg,
+        [](void *p) -> int {
+            auto *s = static_cast<Sites *>(p);
+            weft_thread_t t[6];
+            for (int i = 0; i < 6; ++i)
+                EXPECT_EQ(0, wt::spawn(&t[i], [s, i]() -> void * {
+                    if (i % 2) wait_at_b(s);
+                    else wait_at_a(s);
+                    return nullptr;
+                }));
+            EXPECT_TRUE(wt::wait_parks(WEFT_PARK_SEM, 6));
+            for (int i = 0; i < 3; ++i) {
+                weft_sem_post(&s->a);
+                weft_sem_post(&s->b);
+            }
+            for (auto th : t) wt::join(th);
+            return 0;
+        },
+        &sites);
+    EXPECT_EQ(0, r);
+    return sites.log;
+}
+
+TEST(CohortPolicy, ThreadsReadiedAtTheSameBlockingSiteRunTogether) {
+    EXPECT_EQ("ABABAB", run_order("fifo"));
+    EXPECT_EQ("AAABBB", run_order("cohort"));
+}
+
 TEST(StageErrors, AStageInNoSchedulerIsRefused) {
     ASSERT_EQ(0, wt::run(1, [] {
         Stage lone("lone");

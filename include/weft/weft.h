@@ -63,7 +63,9 @@ typedef struct weft_config {
     int pin;             /* 1 on, -1 off, 0: WEFT_PIN (0 or 1); default off. Pin vproc i
                             to the i-th CPU of the caller's affinity mask. */
     size_t stack_size;   /* WEFT_STACK_SIZE (bytes, K/M/G suffix, 16K..1G); default 64 KiB. */
-    const char *policy;  /* WEFT_POLICY; default "fifo". Scheduling policy by name. */
+    const char *policy;  /* WEFT_POLICY; default "fifo". Scheduling policy by name:
+                            "fifo", "resource" (docs/scheduling.md), "cohort" (ready
+                            threads grouped by blocking site, docs/staged.md). */
     int idle_spin_us;    /* WEFT_IDLE_SPIN_US; default 50. With several vprocs, how long
                             an idle vproc watches for work before it sleeps in the
                             kernel; -1 (or WEFT_IDLE_SPIN_US=0): never spin. */

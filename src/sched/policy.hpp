@@ -45,12 +45,13 @@ struct PolicyOps {
     bool (*admit)(void *state, Tcb *t);
 };
 
-// The policy called `name`, or nullptr. Names: "fifo", "resource".
+// The policy called `name`, or nullptr. Names: "fifo", "resource", "cohort".
 const PolicyOps *find_policy(const char *name);
 // Comma-separated list of known names, for error messages.
 const char *policy_names();
 
 extern const PolicyOps kFifoPolicy;
 extern const PolicyOps kResourcePolicy; // sched/resource.hpp
+extern const PolicyOps kCohortPolicy;   // sched/cohort.cc
 
 } // namespace weft::detail
