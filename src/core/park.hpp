@@ -72,8 +72,11 @@ inline bool deadline_passed(uint64_t deadline) {
 // End t's current park now, as its deadline would (ETIMEDOUT), if it is a
 // timed wait (a deadline, or kNoDeadline) and t allows it (Tcb::interruptible:
 // set by a programming model around the calls it lets be cut short — the
-// POSIX shim's cancellation points). True if it did. Call on t's home vproc:
-// there t is not running, so its state and flags hold still.
+// POSIX shim's cancellation points). If t is interruptible but not parked
+// (made ready, not yet run: it may park again inside the same call), its
+// next timed wait ends at once instead (Tcb::expire_next; the model clears
+// it when the call ends). True if it ended a wait now. Call on t's home
+// vproc: there t is not running, so its state and flags hold still.
 bool expire_wait(Tcb *t);
 
 // What a park calls when Vproc::park_hooks says something listens: the
@@ -128,6 +131,14 @@ inline void wake(Tcb *t, int result, bool smp) {
 // releases the claim — the same rule park() applies to a queue.
 [[gnu::always_inline]] inline int park_held(Vproc *&vp, int reason, const void *site, uint64_t deadline) {
     Tcb *self = vp->current;
+    // Ended before it began (expire_wait found it ready, inside the same
+    // interruptible call): the timer's path, without a switch.
+    if (__builtin_expect(self->expire_next, 0) && deadline && claim(self, vp->smp)) {
+        self->expire_next = false;
+        self->state = ThreadState::Running;
+        self->wake_result = ETIMEDOUT;
+        return ETIMEDOUT;
+    }
     self->park_reason = static_cast<uint8_t>(reason);
     self->park_site = site;
     vp->stats.parks[reason].add();

@@ -70,6 +70,7 @@ struct Tcb {
     bool eh_saved = false;       // saved_eh is non-zero (one byte for the switch to test)
     bool timed_wait = false;     // parked with a deadline: expire_wait may end the park early
     bool interruptible = false;  // the thread lets expire_wait end its timed waits (park.hpp)
+    bool expire_next = false;    // expire_wait came while it was not parked: its next timed wait ends at once
     int saved_errno;             // errno of this thread while switched out (set at switch-out)
     uint64_t saved_eh[2] = {0, 0}; // its C++ exception state while switched out (see vproc.hpp)
     int wake_result;             // set by the waker: 0, ETIMEDOUT, ...

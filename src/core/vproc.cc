@@ -73,6 +73,7 @@ void Vproc::run_loop() {
 
 void Vproc::poll() {
     poll_local();
+    reactor->apply_remote(); // one load, unless another vproc waits on it (Reactor::disarm_from)
     // A zero-timeout reap costs epoll and poll a system call: only while
     // somebody waits for I/O (io_uring reads its ring, and flushes queued
     // submissions).
@@ -194,8 +195,11 @@ void park_timeout(Timer *tm) {
 
 // The same as the timer firing: the thread leaves its queue or lists itself.
 bool expire_wait(Tcb *t) {
-    if (t->state != ThreadState::Parked || !t->timed_wait || !t->interruptible) return false;
-    if (!claim(t, t->vp->smp)) return false; // a waker (or the timer) got there first
+    if (!t->interruptible) return false;
+    if (t->state != ThreadState::Parked || !t->timed_wait || !claim(t, t->vp->smp)) {
+        t->expire_next = true; // ready (or a waker won): the next wait of this call ends at once
+        return false;
+    }
     make_ready(t, ETIMEDOUT);
     return true;
 }

@@ -160,6 +160,7 @@ void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonbl
     s->kind = k;
     s->user_nonblock = user_nonblock;
     s->weft_nonblock = weft_nonblock;
+    s->file = 0; // a new open file (fd_dup sets it for a dup)
     s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
 }
 

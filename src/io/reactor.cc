@@ -73,6 +73,8 @@ void Reactor::disarm_from(Vproc *caller, int fd, FdState *s) {
     }
     wake();
     while (!done.load(std::memory_order_acquire)) { // the owner is awake now: a few µs
+        // Two vprocs may each wait for the other's disarm: keep applying ours.
+        if (caller && caller->reactor) caller->reactor->apply_remote();
         if (caller && caller->current && caller->current != &caller->loop) weft_yield();
         else sched_yield();
     }

@@ -82,13 +82,16 @@ public:
     void disarm_from(Vproc *caller, int fd, FdState *s);
     bool disarm_is_remote(const Vproc *caller) const { return caller != vp && !arm_is_thread_safe(); }
 
-protected:
-    virtual bool arm_is_thread_safe() const { return false; }
     // Owner only: apply what other vprocs asked. At the start of poll() and
-    // wait(), and before a local arm (requests stay in order).
+    // wait(), before a local arm (requests stay in order), and at every
+    // Vproc::poll — a vproc whose threads only yield must still apply the
+    // disarm another vproc waits for.
     void apply_remote() {
         if (__builtin_expect(remote_pending_.load(std::memory_order_acquire), 0)) apply_remote_slow();
     }
+
+protected:
+    virtual bool arm_is_thread_safe() const { return false; }
 
 private:
     struct RemoteRequest {

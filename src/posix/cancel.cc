@@ -23,6 +23,7 @@
 // cutting short a join, an offloaded call (getaddrinfo) or a mutex wait —
 // the request stays pending and is acted on at the next cancellation point.
 #include <csetjmp>
+#include <memory>
 #include <pthread.h>
 
 #include "core/park.hpp"
@@ -57,9 +58,26 @@ namespace weft::posix {
 
 namespace {
 
-// Ends the target's wait from its own vproc, where it cannot be running.
+// On t's home vproc, where t is not running: end its wait if a reason is
+// still there — a cancel it will act on, or a signal for the call it is in
+// (a reason gone stale meanwhile — a signal before its current call, a
+// cancel it has since disabled — must not cut anything short).
+void expire_if_asked(Tcb *t) {
+    uint8_t c = t->cancel.load(std::memory_order_acquire);
+    if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending || (c & (kSignalled | kSignalRestart)))
+        weft::detail::expire_wait(t);
+}
+
+struct Target {
+    Tcb *t;
+    uint64_t id;
+};
+
 void *expire_on_home(void *arg) {
-    weft::detail::expire_wait(static_cast<Tcb *>(arg));
+    std::unique_ptr<Target> to(static_cast<Target *>(arg));
+    Tcb *t = to->t;
+    // The thread may have ended (and its stack gone to a new one) since.
+    if (t->magic == weft::detail::kTcbMagic && t->id == to->id && t->vp == weft::detail::tls_vproc) expire_if_asked(t);
     return nullptr;
 }
 
@@ -71,7 +89,7 @@ void *expire_on_home(void *arg) {
 void interrupt_wait(Tcb *t) {
     weft::detail::Vproc *vp = weft::detail::tls_vproc;
     if (on_weft() && vp == t->vp) {
-        weft::detail::expire_wait(t);
+        expire_if_asked(t);
         return;
     }
     weft_thread_attr_t a;
@@ -81,8 +99,11 @@ void interrupt_wait(Tcb *t) {
     a.stack_size = 16 << 10;
     a.name = "interrupt";
     weft_thread_t h;
-    if (weft_thread_create(&h, &a, expire_on_home, t) != 0)
+    auto *to = new Target{t, t->id};
+    if (weft_thread_create(&h, &a, expire_on_home, to) != 0) {
+        delete to;
         passed_through("interrupting a waiting thread from outside weft (acted on when its call returns)");
+    }
 }
 
 } // namespace weft::posix

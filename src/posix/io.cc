@@ -54,8 +54,10 @@ void forget(int fd) {
 
 // A call that blocks its kernel thread in the kernel with nothing weft can
 // wait on instead (a child's exit, a file lock): made on the offload pool,
-// the thread parked meanwhile. Not cut short by pthread_cancel/pthread_kill.
+// the thread parked meanwhile. A cancellation point on entry; not cut short
+// by pthread_cancel/pthread_kill once it waits.
 template <class F> auto on_pool(F f) {
+    cancellation_point(); // every call sent here is one: a pending cancel acts before it
     using R = decltype(f());
     struct Job {
         F *f;
@@ -108,7 +110,28 @@ API int accept4(int fd, struct sockaddr *a, socklen_t *l, int f) {
 }
 API int connect(int fd, const struct sockaddr *a, socklen_t l) {
     ON_WEFT_OR(__wrap_connect(fd, a, l));
-    return blocking_call([&] { return weft_connect(fd, a, l); });
+    int r;
+    {
+        BlockingCall bc;
+        errno = 0;
+        r = weft_connect(fd, a, l);
+        const bool cut = r < 0 && errno == ETIMEDOUT && bc.unbounded();
+        switch (bc.leave(r < 0)) {
+        case BlockingCall::kDone:
+            if (!cut) return r;
+            break; // cut short for nothing: the connection is still on its way
+        case BlockingCall::kInterrupted: return fail(EINTR);
+        case BlockingCall::kRestart: break;
+        }
+    }
+    // After an SA_RESTART handler Linux goes on waiting for the connection
+    // (a second connect would say EALREADY): so wait for it to finish.
+    struct pollfd p = {fd, POLLOUT, 0};
+    if (blocking_call(false, [&] { return weft_poll(&p, 1, -1); }, [](int n) { return n <= 0; }) < 0) return -1;
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
+    return err ? fail(err) : 0;
 }
 API ssize_t read(int fd, void *b, size_t n) {
     ON_WEFT_OR(__wrap_read(fd, b, n));
@@ -455,11 +478,11 @@ API int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, 
 // already pending there, one sent during the wait may not wake it.
 // Returns the signal, or -1 with errno (EAGAIN: the timeout passed).
 static int sigwait_on_weft(const sigset_t *set, siginfo_t *info, int timeout_ms) {
+    BlockingCall bc; // a cancellation point (acts before the descriptor exists), interruptible, never restarted
     int fd = signalfd(-1, set, SFD_NONBLOCK | SFD_CLOEXEC); // not interposed: libc's
     if (fd < 0) return -1;
     uint64_t deadline = timeout_ms > 0 ? weft_now_ns() + static_cast<uint64_t>(timeout_ms) * 1000000 : 0;
     int rc;
-    BlockingCall bc; // a cancellation point, and interruptible (never restarted)
     bool cut = false;
     for (;;) {
         struct signalfd_siginfo si;
@@ -512,7 +535,9 @@ static int sigwait_on_weft(const sigset_t *set, siginfo_t *info, int timeout_ms)
 
 API int sigwait(const sigset_t *set, int *sig) {
     ON_WEFT_OR(__wrap_sigwait(set, sig));
-    int r = sigwait_on_weft(set, nullptr, -1);
+    int r;
+    while ((r = sigwait_on_weft(set, nullptr, -1)) < 0 && errno == EINTR) {
+    } // sigwait itself is not interrupted (glibc's retries EINTR)
     if (r < 0) return errno;
     *sig = r;
     return 0;

@@ -3,12 +3,21 @@
 #pragma once
 
 #include <atomic>
+#include <pthread.h>
 #include <cerrno>
 #include <cstdint>
 
 #include "core/park.hpp"
 #include "core/tcb.hpp"
 #include "core/vproc.hpp"
+
+// glibc's C cleanup-handler protocol (pthread.h declares it for C only;
+// the shim defines it in cancel.cc and uses it in pthread_once).
+extern "C" {
+void __pthread_register_cancel(__pthread_unwind_buf_t *buf);
+void __pthread_unregister_cancel(__pthread_unwind_buf_t *buf);
+[[noreturn]] void __pthread_unwind_next(__pthread_unwind_buf_t *buf);
+}
 
 namespace weft::posix {
 
@@ -79,9 +88,11 @@ public:
     BlockingCall() : t_(detail::tls_vproc->current) {
         uint8_t c = t_->cancel.load(std::memory_order_acquire);
         if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) cancel_act(t_);
-        // A signal before the call ran its handler then; it does not interrupt this one.
+        // A signal before the call ran its handler then; it does not interrupt
+        // this one (an interrupt still on its way checks for a reason first).
         if (c & (kSignalled | kSignalRestart))
             t_->cancel.fetch_and(static_cast<uint8_t>(~(kSignalled | kSignalRestart)), std::memory_order_relaxed);
+        t_->expire_next = false;
         t_->interruptible = true;
         io_deadline_ = t_->io_deadline;
         if (!io_deadline_) t_->io_deadline = detail::kNoDeadline;
@@ -92,6 +103,9 @@ public:
 
     // The deadline for a wait the program gave none.
     static constexpr uint64_t no_deadline() { return detail::kNoDeadline; }
+    // Whether the call's I/O waits had no deadline but ours (kNoDeadline):
+    // an ETIMEDOUT from them means it was cut short.
+    bool unbounded() const { return io_deadline_ == 0; }
 
     // After the call. failed: it did not do its work (an error, a timeout,
     // nothing ready) — then a pending cancel is acted on, or the call was
@@ -110,7 +124,10 @@ public:
     // call goes on (kDone: wait again).
     Outcome check() {
         uint8_t c = t_->cancel.load(std::memory_order_acquire);
-        if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) cancel_act(t_);
+        if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) {
+            end();
+            cancel_act(t_);
+        }
         if (!(c & (kSignalled | kSignalRestart))) return kDone;
         t_->cancel.fetch_and(static_cast<uint8_t>(~(kSignalled | kSignalRestart)), std::memory_order_relaxed);
         return c & kSignalled ? kInterrupted : kRestart;
@@ -128,6 +145,7 @@ private:
         if (!on_) return;
         on_ = false;
         t_->interruptible = false;
+        t_->expire_next = false;
         t_->io_deadline = io_deadline_;
     }
     detail::Tcb *t_;
@@ -143,9 +161,14 @@ private:
 template <class Call, class Failed> auto blocking_call(bool restartable, Call call, Failed failed) {
     for (;;) {
         BlockingCall bc;
+        errno = 0;
         auto r = call();
-        switch (bc.leave(failed(r))) {
-        case BlockingCall::kDone: return r;
+        const bool f = failed(r);
+        const bool cut = f && errno == ETIMEDOUT && bc.unbounded();
+        switch (bc.leave(f)) {
+        case BlockingCall::kDone:
+            if (cut) continue; // cut short with no reason left (it went stale): call again
+            return r;
         case BlockingCall::kRestart:
             if (restartable) continue;
             [[fallthrough]];
@@ -153,6 +176,14 @@ template <class Call, class Failed> auto blocking_call(bool restartable, Call ca
         }
     }
 }
+// A cancellation point that does not wait through weft (a call made on the
+// offload pool, close): a pending cancel is acted on as it begins.
+inline void cancellation_point() {
+    detail::Tcb *t = detail::tls_vproc->current;
+    if ((t->cancel.load(std::memory_order_acquire) & (kCancelPending | kCancelDisabled)) == kCancelPending)
+        cancel_act(t);
+}
+
 // The I/O calls: restartable, failed when -1.
 template <class Call> auto blocking_call(Call call) {
     return blocking_call(true, call, [](auto r) { return r < 0; });

@@ -247,13 +247,13 @@ API int sem_init(sem_t *s, int pshared, unsigned value) {
 API int sem_destroy(sem_t *s) { return sem_result(weft_sem_destroy(S(s))); }
 API int sem_wait(sem_t *s) { // never restarted after a signal (Linux)
     if (!on_weft()) return sem_result(weft_sem_wait(S(s)));
-    BlockingCall bc;
-    int e = weft_sem_timedwait(S(s), bc.no_deadline());
-    if (e == ETIMEDOUT) {
+    for (;;) {
+        BlockingCall bc;
+        int e = weft_sem_timedwait(S(s), bc.no_deadline());
+        if (e != ETIMEDOUT) return sem_result(e);
         if (bc.leave(true) != BlockingCall::kDone) return sem_result(EINTR);
-        e = weft_sem_wait(S(s)); // cut short for nothing: wait on
+        // cut short with no reason left: wait again
     }
-    return sem_result(e);
 }
 API int sem_trywait(sem_t *s) { return sem_result(weft_sem_trywait(S(s))); }
 API int sem_post(sem_t *s) { return sem_result(weft_sem_post(S(s))); }

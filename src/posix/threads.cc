@@ -6,6 +6,7 @@
 // pthread_t is recognised: ESRCH). Threads the program makes from outside
 // weft (a constructor before main) are NPTL's, and so are their pthread_t.
 #include <cerrno>
+#include <csetjmp>
 #include <climits>
 #include <cstring>
 #include <vector>
@@ -288,12 +289,23 @@ API int pthread_once(pthread_once_t *o, void (*fn)(void)) {
     int s = state->load(std::memory_order_acquire);
     if (s == 2) return 0;
     if (!on_weft()) return __wrap_pthread_once(o, fn); // same encoding as glibc's for these states
-    if (s == 0 && state->compare_exchange_strong(s, 1, std::memory_order_acq_rel)) {
-        fn();
-        state->store(2, std::memory_order_release);
-        return 0;
+    for (;;) {
+        s = state->load(std::memory_order_acquire);
+        if (s == 2) return 0;
+        if (s == 0 && state->compare_exchange_strong(s, 1, std::memory_order_acq_rel)) break;
+        weft_yield(); // another thread runs fn: let it finish (or be cancelled: then we run it)
     }
-    while (state->load(std::memory_order_acquire) != 2) weft_yield(); // another thread runs fn: let it finish
+    // fn may be cancelled: then, as POSIX says, it is as if it never ran (a
+    // cleanup handler of glibc's C protocol puts the state back).
+    __pthread_unwind_buf_t buf;
+    if (__sigsetjmp(reinterpret_cast<struct __jmp_buf_tag *>(buf.__cancel_jmp_buf), 0)) {
+        state->store(0, std::memory_order_release);
+        __pthread_unwind_next(&buf);
+    }
+    __pthread_register_cancel(&buf);
+    fn();
+    __pthread_unregister_cancel(&buf);
+    state->store(2, std::memory_order_release);
     return 0;
 }
 
