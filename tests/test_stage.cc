@@ -366,15 +366,18 @@ TEST(StageOrder, RunnersSweepTheStagesForwardThenBackward) {
     }));
 }
 
-// Each operation of `from` sends one to `to`.
+// Each operation of `from` sends one to `to`, then stays busy for `busy_ns`.
 struct Feeds : ws::Op<int> {
-    Feeds(std::vector<int> &log, Stage &to, int id) : log(log), to(to), id(id) {}
+    Feeds(std::vector<int> &log, Stage &to, int id, uint64_t busy_ns = 0) : log(log), to(to), id(id), busy_ns(busy_ns) {}
     std::vector<int> &log;
     Stage &to;
     int id;
+    uint64_t busy_ns;
     Step run() override {
         log.push_back(id);
         to.invoke<Logged>(log, 100 + id);
+        for (uint64_t end = weft_now_ns() + busy_ns; weft_now_ns() < end;) {
+        }
         return done(0);
     }
 };
@@ -393,27 +396,12 @@ TEST(StageOrder, AStagePastItsQueueThresholdInterruptsTheRunningOne) {
     }));
 }
 
-struct Slow : ws::Op<int> {
-    Slow(std::vector<int> &log, Stage &to, int id) : log(log), to(to), id(id) {}
-    std::vector<int> &log;
-    Stage &to;
-    int id;
-    Step run() override {
-        log.push_back(id);
-        to.invoke<Logged>(log, 100 + id);
-        uint64_t end = weft_now_ns() + 2 * wt::kMs; // busy: a long operation
-        while (weft_now_ns() < end) {
-        }
-        return done(0);
-    }
-};
-
 TEST(StageOrder, AStageWaitingLongerThanItsIntervalInterruptsTheRunningOne) {
     ASSERT_EQ(0, wt::run(1, [] {
         Stage a("a"), b("b", {.threshold_interval_ns = 5 * wt::kMs});
         ws::Scheduler sched({&a, &b});
         std::vector<int> log;
-        for (int k = 19; k >= 0; --k) a.invoke<Slow>(log, b, k);
+        for (int k = 19; k >= 0; --k) a.invoke<Feeds>(log, b, k, 2 * wt::kMs); // long operations
         sched.start();
         sched.stop();
         // Without the interval b would run after all 20 of a's (40 ms); with

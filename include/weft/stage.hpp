@@ -401,6 +401,7 @@ private:
     void wake(int vp);
     uint64_t clock() const;
     void count_arc(const Closure *c, int to_stage, int to_vp);
+    template <class F> void for_each_arc(F fn) const;
 
     std::vector<Stage *> order_;
     SchedulerOptions opt_;

@@ -485,6 +485,16 @@ std::string json_str(const std::string &s) {
 }
 } // namespace
 
+// fn(from stage, from vproc, to stage, to vproc, operations) for each arc used.
+template <class F> void Scheduler::for_each_arc(F fn) const {
+    const int n = static_cast<int>(order_.size());
+    for (int fs = 0; fs < n; ++fs)
+        for (int fv = 0; fv < nvp_; ++fv)
+            for (int ts = 0; ts < n; ++ts)
+                for (int tv = 0; tv < nvp_; ++tv)
+                    if (uint64_t k = arc(fs, fv, ts, tv)) fn(fs, fv, ts, tv, k);
+}
+
 std::string Scheduler::profile_json() const {
     std::string o = "{\"vprocs\":" + std::to_string(nvp_) + ",\"stages\":[";
     char buf[512];
@@ -509,17 +519,12 @@ std::string Scheduler::profile_json() const {
     }
     o += "],\"arcs\":[";
     bool first = true;
-    const int n = static_cast<int>(order_.size());
-    for (int fs = 0; fs < n; ++fs)
-        for (int fv = 0; fv < nvp_; ++fv)
-            for (int ts = 0; ts < n; ++ts)
-                for (int tv = 0; tv < nvp_; ++tv)
-                    if (uint64_t k = arc(fs, fv, ts, tv)) {
-                        std::snprintf(buf, sizeof buf, "%s{\"from\":[%d,%d],\"to\":[%d,%d],\"operations\":%" PRIu64 "}",
-                                      first ? "" : ",", fs, fv, ts, tv, k);
-                        o += buf;
-                        first = false;
-                    }
+    for_each_arc([&](int fs, int fv, int ts, int tv, uint64_t k) {
+        std::snprintf(buf, sizeof buf, "%s{\"from\":[%d,%d],\"to\":[%d,%d],\"operations\":%" PRIu64 "}",
+                      first ? "" : ",", fs, fv, ts, tv, k);
+        o += buf;
+        first = false;
+    });
     return o + "]}";
 }
 
@@ -543,16 +548,11 @@ std::string Scheduler::profile_text() const {
                           avg_ms(p.complete_ns, p.completed), ms(p.complete_max_ns));
             o += buf;
         }
-    const int n = static_cast<int>(order_.size());
-    for (int fs = 0; fs < n; ++fs)
-        for (int fv = 0; fv < nvp_; ++fv)
-            for (int ts = 0; ts < n; ++ts)
-                for (int tv = 0; tv < nvp_; ++tv)
-                    if (uint64_t k = arc(fs, fv, ts, tv)) {
-                        std::snprintf(buf, sizeof buf, "arc %s/%d -> %s/%d: %" PRIu64 "\n", order_[static_cast<size_t>(fs)]->name_.c_str(),
-                                      fv, order_[static_cast<size_t>(ts)]->name_.c_str(), tv, k);
-                        o += buf;
-                    }
+    for_each_arc([&](int fs, int fv, int ts, int tv, uint64_t k) {
+        std::snprintf(buf, sizeof buf, "arc %s/%d -> %s/%d: %" PRIu64 "\n", order_[static_cast<size_t>(fs)]->name_.c_str(),
+                      fv, order_[static_cast<size_t>(ts)]->name_.c_str(), tv, k);
+        o += buf;
+    });
     return o;
 }
 
