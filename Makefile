@@ -9,6 +9,7 @@
 #                     then linked vs fixed stacks: bigstack, idle memory, hot split (results/stacks_runtime.json)
 #   make bench-graph  weft-knot's blocking graph under load, drawn (results/knot-graph.png)
 #   make bench-posix  the same unmodified pthread binaries on NPTL and under weft-run (results/posix_micro.*)
+#   make bench-staged StagedServer: operation costs, Fig. 2 cohort writes, Fig. 8 pub-sub threaded vs staged (results/stage*, pubsub.*)
 #   make bench-admission  Capriccio §5.3: producers/consumers under a cgroup memory limit, NPTL and weft
 #                     FIFO against the resource-aware policy (results/admission.*; root; QUICK=1 < 1 min)
 #   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
@@ -22,7 +23,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged fuzz install clean
 
 all: build
 
@@ -100,6 +101,15 @@ bench: bench-micro
 # (bench/posix/posix_bench.py; ~15 s, QUICK=1 ~5 s).
 bench-posix: build
 	$(PYTHON) bench/posix/posix_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+# StagedServer (docs/staged.md): what an operation costs in both styles, the
+# paper's Fig. 2 (cohorts of asynchronous writes) and Fig. 8 (pub-sub,
+# threaded against staged, and capped cohorts); ~7 minutes, QUICK=1 ~1.
+bench-staged: build
+	@mkdir -p results var
+	taskset -c 1 $(BUILD)/bench/weft-stage-bench --json | tee results/stage_ops.json
+	$(BUILD)/bench/weft-stage-bench --writes --json $(if $(QUICK),--ops 2048 --reps 1) | tee results/stage_writes.json
+	$(PYTHON) bench/stage/pubsub_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 bench-knot: build
 	@scripts/deps.sh nginx-light wrk

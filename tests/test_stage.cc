@@ -324,12 +324,27 @@ struct Logged : ws::Op<int> {
     }
 };
 
-TEST(StageOrder, LocalOperationsRunNewestFirstThenThoseFromOtherVprocsInOrder) {
+// An operation that invokes three more on its own stage (from inside a
+// stage: they go on the stack).
+struct Spawner : ws::Op<int> {
+    Spawner(std::vector<int> &log, Stage &s) : log(log), s(s) {}
+    std::vector<int> &log;
+    Stage &s;
+    Step run() override {
+        for (int id = 1; id <= 3; ++id) s.invoke<Logged>(log, id);
+        return done(0);
+    }
+};
+
+TEST(StageOrder, OperationsInvokedByOperationsRunNewestFirstThenTheQueueInOrder) {
     ASSERT_EQ(0, wt::run(2, [] {
         Stage s("order");
         ws::Scheduler sched({&s});
         std::vector<int> log;
-        // From vproc 1, placed on vproc 0: its queue, in order.
+        // From a thread on vproc 0: its FIFO (a request from outside).
+        s.invoke<Logged>(log, 0);
+        s.invoke<Spawner>(log, s);
+        // From vproc 1, placed on vproc 0: its queue, in order, after those.
         weft_thread_t t;
         ASSERT_EQ(0, wt::spawn_on(&t, 1, [&]() -> void * {
             s.invoke_on<Logged>(0, log, 4);
@@ -337,11 +352,31 @@ TEST(StageOrder, LocalOperationsRunNewestFirstThenThoseFromOtherVprocsInOrder) {
             return nullptr;
         }));
         wt::join(t);
-        // From vproc 0 itself: its stack.
-        for (int id = 1; id <= 3; ++id) s.invoke<Logged>(log, id);
         sched.start();
         sched.stop();
-        EXPECT_EQ((std::vector<int>{3, 2, 1, 4, 5}), log);
+        // 0, then the spawner, whose three go on the stack and join the
+        // cohort at once, newest first, before the rest of the queue.
+        EXPECT_EQ((std::vector<int>{0, 3, 2, 1, 4, 5}), log);
+    }));
+}
+
+TEST(StageOrder, AStageWithoutLifoRunsEverythingInArrivalOrder) {
+    ASSERT_EQ(0, wt::run(2, [] {
+        Stage s("fifo", {.lifo = false});
+        ws::Scheduler sched({&s});
+        std::vector<int> log;
+        s.invoke<Logged>(log, 0);
+        s.invoke<Spawner>(log, s);
+        weft_thread_t t;
+        ASSERT_EQ(0, wt::spawn_on(&t, 1, [&]() -> void * {
+            s.invoke_on<Logged>(0, log, 4);
+            s.invoke_on<Logged>(0, log, 5);
+            return nullptr;
+        }));
+        wt::join(t);
+        sched.start();
+        sched.stop();
+        EXPECT_EQ((std::vector<int>{0, 4, 5, 1, 2, 3}), log);
     }));
 }
 
@@ -387,7 +422,7 @@ TEST(StageOrder, AStagePastItsQueueThresholdInterruptsTheRunningOne) {
         Stage a("a"), b("b", {.threshold_queue = 3});
         ws::Scheduler sched({&a, &b});
         std::vector<int> log;
-        for (int k = 9; k >= 0; --k) a.invoke<Feeds>(log, b, k); // a stack: run 0..9
+        for (int k = 0; k < 10; ++k) a.invoke<Feeds>(log, b, k); // from a thread: in order
         sched.start();
         sched.stop();
         // b runs whenever three of its operations wait, newest first, in a's visit
@@ -401,7 +436,7 @@ TEST(StageOrder, AStageWaitingLongerThanItsIntervalInterruptsTheRunningOne) {
         Stage a("a"), b("b", {.threshold_interval_ns = 5 * wt::kMs});
         ws::Scheduler sched({&a, &b});
         std::vector<int> log;
-        for (int k = 19; k >= 0; --k) a.invoke<Feeds>(log, b, k, 2 * wt::kMs); // long operations
+        for (int k = 0; k < 20; ++k) a.invoke<Feeds>(log, b, k, 2 * wt::kMs); // long operations
         sched.start();
         sched.stop();
         // Without the interval b would run after all 20 of a's (40 ms); with
@@ -430,7 +465,7 @@ TEST(StageOrder, RequestProcessorStopsTheRunningStageAfterItsOperation) {
         Stage a("a"), b("b"), c("c");
         ws::Scheduler sched({&a, &c, &b});
         std::vector<int> log;
-        for (int k = 4; k >= 0; --k) a.invoke<AsksForB>(log, b, k);
+        for (int k = 0; k < 5; ++k) a.invoke<AsksForB>(log, b, k);
         b.invoke<Logged>(log, 100);
         c.invoke<Logged>(log, 200);
         sched.start();

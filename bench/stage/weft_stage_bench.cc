@@ -43,7 +43,7 @@ using ws::Step;
 namespace {
 
 struct Opts {
-    long ops = 200000;
+    long ops = 0; // 0: 200000 operations, or 8192 writes
     int reps = 5;
     int vprocs = 1;
     bool json = false;
@@ -322,7 +322,7 @@ int body(void *) {
                  "  what a staged operation costs, explicit closures against coroutines;\n"
                  "  --writes: 4 KiB random writes in cohorts of 1..64 (the paper's Fig. 2)\n"
                  "  --file PATH  the file --writes writes (default var/stage-writes.dat, 64 MiB)\n"
-                 "  --ops N     operations per run (default 200000)\n"
+                 "  --ops N     operations per run (default 200000; --writes: 8192 writes)\n"
                  "  --reps R    runs per benchmark, median reported (default 5)\n"
                  "  --vprocs V  vprocs (default 1)\n"
                  "  --json      one JSON object per line\n");
@@ -357,6 +357,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (!g.ops) g.ops = g.writes ? 8192 : 200000;
     weft_config c;
     weft_config_init(&c);
     c.vprocs = g.vprocs;

@@ -274,6 +274,11 @@ struct StageOptions {
     uint64_t threshold_interval_ns = 0;
     // Operations one visit runs at most (0: all that are pending).
     uint32_t max_cohort = 0;
+    // The paper's order (§4.1.1): operations invoked by an operation on the
+    // same vproc go on a stack and run newest first, for the cache. false:
+    // every operation in arrival order (bounds how long one waits under a
+    // steady stream of new work; see docs/staged.md, pub-sub).
+    bool lifo = true;
 };
 
 // Per stage and vproc: what the profile shows (Scheduler::profile_*).

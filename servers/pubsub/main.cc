@@ -39,6 +39,8 @@ struct Opts {
     int32_t range = 100;
     int vprocs = 1;
     int max_cohort = 0;
+    bool fifo = false;
+    long front_interval_us = 0;
     bool check = false;
     bool json = false;
     bool profile = false;
@@ -118,11 +120,14 @@ void *threaded_client(void *arg) {
 
 class MatchStage : public ws::Stage {
 public:
-    MatchStage() : ws::Stage("match", {.kind = ws::Kind::kPartitioned, .max_cohort = static_cast<uint32_t>(g.max_cohort)}) {}
+    MatchStage()
+        : ws::Stage("match", {.kind = ws::Kind::kPartitioned, .max_cohort = static_cast<uint32_t>(g.max_cohort),
+                              .lifo = !g.fifo}) {}
 };
 class FrontStage : public ws::Stage {
 public:
-    FrontStage() : ws::Stage("front") {}
+    FrontStage()
+        : ws::Stage("front", {.threshold_interval_ns = static_cast<uint64_t>(g.front_interval_us) * 1000, .lifo = !g.fifo}) {}
 };
 MatchStage *g_match;
 
@@ -224,9 +229,10 @@ int body(void *) {
     const double p99_ms = lat.empty() ? 0 : static_cast<double>(lat[lat.size() * 99 / 100]) / 1e6;
     if (g.json)
         std::printf("{\"benchmark\":\"pubsub\",\"form\":\"%s\",\"subscriptions\":%ld,\"events\":%zu,\"clients\":%d,"
-                    "\"vprocs\":%d,\"max_cohort\":%d,\"mean_response_ms\":%.4f,\"p99_response_ms\":%.4f,"
+                    "\"vprocs\":%d,\"max_cohort\":%d,\"fifo\":%s,\"mean_response_ms\":%.4f,\"p99_response_ms\":%.4f,"
                     "\"events_per_s\":%.0f,\"build_s\":%.2f,\"checked\":%s,\"mismatches\":%ld}\n",
-                    g.form.c_str(), g.subs, lat.size(), g.clients, g.vprocs, g.max_cohort, mean_ms, p99_ms,
+                    g.form.c_str(), g.subs, lat.size(), g.clients, g.vprocs, g.max_cohort, g.fifo ? "true" : "false",
+                    mean_ms, p99_ms,
                     static_cast<double>(lat.size()) / run_s, build_s, g.check ? "true" : "false", s.mismatches);
     else
         std::printf("%s: %zu events from %d clients against %ld subscriptions: mean response %.3f ms, p99 %.3f ms, "
@@ -244,7 +250,7 @@ int body(void *) {
 [[noreturn]] void usage(int code) {
     std::fprintf(code ? stderr : stdout,
                  "usage: weft-pubsub [--form threaded|staged] [--subs N] [--events N] [--clients C]\n"
-                 "                   [--range R] [--vprocs V] [--max-cohort K] [--check] [--json] [--profile]\n"
+                 "                   [--range R] [--vprocs V] [--max-cohort K] [--fifo] [--check] [--json] [--profile]\n"
                  "  StagedServer's publish-subscribe matcher, threaded or staged (docs/staged.md)\n"
                  "  --form F        threaded (a server thread per client) or staged (default)\n"
                  "  --subs N        subscriptions (default 1000000)\n"
@@ -253,6 +259,9 @@ int body(void *) {
                  "  --range R       attribute values are 0..R-1 (default 100)\n"
                  "  --vprocs V      vprocs; the staged index has one partition per vproc (default 1)\n"
                  "  --max-cohort K  staged: the match stage runs at most K operations a visit (0: no limit)\n"
+                 "  --fifo          staged: run operations in arrival order, not the paper's newest first\n"
+                 "  --front-interval-us T  staged: the front stage's interval threshold (0: none): finished\n"
+                 "                  events are answered within about T even during a long match cohort\n"
                  "  --check         verify every count against a scan of all subscriptions (slow)\n"
                  "  --json          one JSON line   --profile  the stage profile on stderr (staged)\n");
     std::exit(code);
@@ -284,6 +293,8 @@ int main(int argc, char **argv) {
         else if (a == "--vprocs") g.vprocs = static_cast<int>(number("--vprocs", v, 1, 64)), ++i;
         else if (a == "--max-cohort") g.max_cohort = static_cast<int>(number("--max-cohort", v, 0, 1000000)), ++i;
         else if (a == "--check") g.check = true;
+        else if (a == "--fifo") g.fifo = true;
+        else if (a == "--front-interval-us") g.front_interval_us = number("--front-interval-us", v, 0, 10000000), ++i;
         else if (a == "--json") g.json = true;
         else if (a == "--profile") g.profile = true;
         else {

@@ -3,10 +3,15 @@
 //
 // Where an operation runs. Invoked from code on vproc p it goes to p
 // (affinity), unless placed (invoke_on) or its stage is partitioned (the
-// vproc that owns key % vprocs). Queued on its own vproc it is pushed on the
-// stage's stack for p — touched only by p's threads, which weft runs one at
-// a time, so no lock; from another vproc, onto the stage's inbox for p, a
-// lock-free list that p's runner takes whole and turns into a FIFO.
+// vproc that owns key % vprocs). Queued by an operation running on its own
+// vproc it is pushed on the stage's stack for p — touched only by p's
+// threads, which weft runs one at a time, so no lock; from another vproc,
+// onto the stage's inbox for p, a lock-free list that p's runner takes
+// whole and appends to p's FIFO. Invoked by a plain thread (a request from
+// outside the stages) it joins the FIFO too: the stack's newest-first order
+// is for work whose data the invoking operation just touched, and it would
+// let a client that sends again at once pass every older request (on the
+// pub-sub server: p99 5x the FIFO's, docs/staged.md).
 //
 // A runner visits the stages in the programmer's order, forward then
 // backward (wavefront), and at each runs what is pending there: the stack,
@@ -201,10 +206,16 @@ void Stage::enqueue(Closure *c, int vp) {
     c->from_stage_ = me >= 0 ? s->runners_[me].current_stage : -1;
     c->from_vproc_ = me;
     PerVproc &p = at(vp);
-    if (me == vp) {
+    if (me == vp && c->from_stage_ >= 0 && opt_.lifo) {
         c->link_ = p.stack;
         p.stack = c;
         ++p.stack_len;
+    } else if (me == vp) { // from a thread, not an operation: nothing of it is in the cache
+        c->link_ = nullptr;
+        if (p.fifo_tail) p.fifo_tail->link_ = c;
+        else p.fifo_head = c;
+        p.fifo_tail = c;
+        ++p.fifo_len;
     } else {
         p.inbox_len.fetch_add(1, std::memory_order_relaxed);
         Closure *head = p.inbox.load(std::memory_order_relaxed);
@@ -305,6 +316,10 @@ void Scheduler::run_loop(int vp) {
         dir = -dir;
         if (worked) {
             backoff = opt_.idle_min_ns;
+            // The vproc's other threads — the clients waiting for replies,
+            // blocking() work, I/O — run between sweeps, not only when every
+            // stage is empty.
+            weft_yield();
             continue;
         }
         if (stopping_.load(std::memory_order_acquire) && live_.load(std::memory_order_acquire) == 0) break;
