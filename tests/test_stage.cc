@@ -336,48 +336,36 @@ struct Spawner : ws::Op<int> {
     }
 };
 
-TEST(StageOrder, OperationsInvokedByOperationsRunNewestFirstThenTheQueueInOrder) {
-    ASSERT_EQ(0, wt::run(2, [] {
-        Stage s("order");
+// The order a stage runs: 0 and a spawner from a thread on vproc 0, 4 and 5
+// placed there from vproc 1, all before the runners start.
+std::vector<int> run_order_of(ws::StageOptions opt) {
+    std::vector<int> log;
+    EXPECT_EQ(0, wt::run(2, [&] {
+        Stage s("order", opt);
         ws::Scheduler sched({&s});
-        std::vector<int> log;
-        // From a thread on vproc 0: its FIFO (a request from outside).
-        s.invoke<Logged>(log, 0);
+        s.invoke<Logged>(log, 0); // from a thread: the queue (a request from outside)
         s.invoke<Spawner>(log, s);
-        // From vproc 1, placed on vproc 0: its queue, in order, after those.
         weft_thread_t t;
         ASSERT_EQ(0, wt::spawn_on(&t, 1, [&]() -> void * {
-            s.invoke_on<Logged>(0, log, 4);
+            s.invoke_on<Logged>(0, log, 4); // from vproc 1: the queue too, after those
             s.invoke_on<Logged>(0, log, 5);
             return nullptr;
         }));
         wt::join(t);
         sched.start();
         sched.stop();
-        // 0, then the spawner, whose three go on the stack and join the
-        // cohort at once, newest first, before the rest of the queue.
-        EXPECT_EQ((std::vector<int>{0, 3, 2, 1, 4, 5}), log);
     }));
+    return log;
+}
+
+TEST(StageOrder, OperationsInvokedByOperationsRunNewestFirstThenTheQueueInOrder) {
+    // 0, then the spawner, whose three go on the stack and join the cohort
+    // at once, newest first, before the rest of the queue.
+    EXPECT_EQ((std::vector<int>{0, 3, 2, 1, 4, 5}), run_order_of({}));
 }
 
 TEST(StageOrder, AStageWithoutLifoRunsEverythingInArrivalOrder) {
-    ASSERT_EQ(0, wt::run(2, [] {
-        Stage s("fifo", {.lifo = false});
-        ws::Scheduler sched({&s});
-        std::vector<int> log;
-        s.invoke<Logged>(log, 0);
-        s.invoke<Spawner>(log, s);
-        weft_thread_t t;
-        ASSERT_EQ(0, wt::spawn_on(&t, 1, [&]() -> void * {
-            s.invoke_on<Logged>(0, log, 4);
-            s.invoke_on<Logged>(0, log, 5);
-            return nullptr;
-        }));
-        wt::join(t);
-        sched.start();
-        sched.stop();
-        EXPECT_EQ((std::vector<int>{0, 4, 5, 1, 2, 3}), log);
-    }));
+    EXPECT_EQ((std::vector<int>{0, 4, 5, 1, 2, 3}), run_order_of({.lifo = false}));
 }
 
 struct Visits {

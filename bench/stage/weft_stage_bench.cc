@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "weft/stage.hpp"
 #include "weft/weft.h"
 
@@ -329,14 +330,9 @@ int body(void *) {
     std::exit(code);
 }
 
+// A flag's number (a missing value is an empty one: refused).
 long number(const char *flag, const char *v, long lo, long hi) {
-    char *end = nullptr;
-    long n = v ? std::strtol(v, &end, 10) : 0;
-    if (!v || *end || n < lo || n > hi) {
-        std::fprintf(stderr, "weft-stage-bench: %s expects a number in %ld..%ld\n", flag, lo, hi);
-        std::exit(2);
-    }
-    return n;
+    return weft::srv::parse_long("weft-stage-bench", flag, v ? v : "", lo, hi);
 }
 
 } // namespace

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "matcher.hpp"
+#include "common/cli.hpp"
 #include "weft/stage.hpp"
 #include "weft/weft.h"
 
@@ -267,15 +268,9 @@ int body(void *) {
     std::exit(code);
 }
 
+// A flag's number (a missing value is an empty one: refused).
 long number(const char *flag, const char *v, long lo, long hi) {
-    char *end = nullptr;
-    errno = 0;
-    long n = v ? std::strtol(v, &end, 10) : 0;
-    if (!v || *end || errno || n < lo || n > hi) {
-        std::fprintf(stderr, "weft-pubsub: %s expects a number in %ld..%ld\n", flag, lo, hi);
-        std::exit(2);
-    }
-    return n;
+    return weft::srv::parse_long("weft-pubsub", flag, v ? v : "", lo, hi);
 }
 
 } // namespace
