@@ -416,7 +416,9 @@ void Scheduler::run_one(Closure *c, int vp) {
     c->children_ = nullptr;
     Step st(Step::kDone, nullptr);
     try {
-        st = c->next_ ? (c->*(c->next_))() : c->run();
+        const Closure::Method m = c->next_;
+        if (m) st = (c->*m)();
+        else st = c->run();
     } catch (...) {
         c->error_ = std::current_exception();
         st = Step(Step::kDone, nullptr);
