@@ -404,7 +404,7 @@ private:
     void check_thresholds(Stage *running, int vp);
     void call_closure(Stage &s, Closure *c);
     void wake(int vp);
-    uint64_t clock() const;
+    uint64_t clock(int me) const; // me: the caller's vproc (weft_vproc_self())
     void count_arc(const Closure *c, int to_stage, int to_vp);
     template <class F> void for_each_arc(F fn) const;
 

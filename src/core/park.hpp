@@ -133,7 +133,7 @@ inline void wake(Tcb *t, int result, bool smp) {
     Tcb *self = vp->current;
     // Ended before it began (expire_wait found it ready, inside the same
     // interruptible call): the timer's path, without a switch.
-    if (__builtin_expect(self->expire_next, 0) && deadline && claim(self, vp->smp)) {
+    if (deadline && __builtin_expect(self->expire_next, 0) && claim(self, vp->smp)) { // (folds away untimed)
         self->expire_next = false;
         self->state = ThreadState::Running;
         self->wake_result = ETIMEDOUT;

@@ -64,7 +64,7 @@ namespace {
 // cancel it has since disabled — must not cut anything short).
 void expire_if_asked(Tcb *t) {
     uint8_t c = t->cancel.load(std::memory_order_acquire);
-    if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending || (c & (kSignalled | kSignalRestart)))
+    if (cancel_due(c) || (c & kSignalBits))
         weft::detail::expire_wait(t);
 }
 
@@ -163,8 +163,7 @@ API int pthread_setcanceltype(int type, int *old) {
 API void pthread_testcancel(void) {
     if (!on_weft()) return libc<void (*)()>("pthread_testcancel")();
     Tcb *t = self();
-    if ((t->cancel.load(std::memory_order_acquire) & (kCancelPending | kCancelDisabled)) == kCancelPending)
-        cancel_act(t);
+    if (cancel_due(t->cancel.load(std::memory_order_acquire))) cancel_act(t);
 }
 
 // --- the cleanup-handler protocol of glibc's pthread.h (C, no exceptions) ---

@@ -127,7 +127,7 @@ API int connect(int fd, const struct sockaddr *a, socklen_t l) {
     // After an SA_RESTART handler Linux goes on waiting for the connection
     // (a second connect would say EALREADY): so wait for it to finish.
     struct pollfd p = {fd, POLLOUT, 0};
-    if (blocking_call(false, [&] { return weft_poll(&p, 1, -1); }, [](int n) { return n <= 0; }) < 0) return -1;
+    if (blocking_poll([&] { return weft_poll(&p, 1, -1); }) < 0) return -1;
     int err = 0;
     socklen_t len = sizeof err;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
@@ -325,13 +325,13 @@ API int openat64(int dir, const char *path, int flags, ...) {
 
 API int poll(struct pollfd *p, nfds_t n, int timeout) {
     ON_WEFT_OR(__wrap_poll(p, n, timeout));
-    return blocking_call(false, [&] { return weft_poll(p, n, timeout); }, [](int r) { return r <= 0; });
+    return blocking_poll([&] { return weft_poll(p, n, timeout); });
 }
 API int ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *mask) {
     ON_WEFT_OR(__wrap_ppoll(p, n, t, mask));
     if (t && !valid_timespec(t)) return fail(EINVAL);
     if (mask) passed_through("ppoll's signal mask (ignored)");
-    return blocking_call(false, [&] { return weft_poll(p, n, ms_of(t)); }, [](int r) { return r <= 0; });
+    return blocking_poll([&] { return weft_poll(p, n, ms_of(t)); });
 }
 
 // select on weft_poll: the sets become a pollfd array and back.
@@ -346,7 +346,7 @@ static int select_on_poll(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout
         if (e && FD_ISSET(fd, e)) ev |= POLLPRI;
         if (ev) ps[n++] = {fd, ev, 0};
     }
-    int got = blocking_call(false, [&] { return weft_poll(ps, n, timeout_ms); }, [](int r) { return r <= 0; });
+    int got = blocking_poll([&] { return weft_poll(ps, n, timeout_ms); });
     if (got < 0) return -1;
     for (nfds_t i = 0; i < n; ++i)
         if (ps[i].revents & POLLNVAL) return fail(EBADF);

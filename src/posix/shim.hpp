@@ -60,7 +60,10 @@ bool nptl_threads();
 // a blocking call (pthread_kill: kSignalled, or kSignalRestart when the
 // handler has SA_RESTART).
 inline constexpr uint8_t kCancelDisabled = 1, kCancelAsync = 2, kCancelPending = 4, kCancelActing = 8,
-                         kSignalled = 16, kSignalRestart = 32;
+                         kSignalled = 16, kSignalRestart = 32, kSignalBits = kSignalled | kSignalRestart;
+
+// A cancel to act on now: requested, and the thread has cancellation enabled.
+inline bool cancel_due(uint8_t bits) { return (bits & (kCancelPending | kCancelDisabled)) == kCancelPending; }
 
 // Act on a cancel: run the cleanup handlers, then exit with PTHREAD_CANCELED.
 [[noreturn]] void cancel_act(detail::Tcb *self);
@@ -87,11 +90,10 @@ public:
 
     BlockingCall() : t_(detail::tls_vproc->current) {
         uint8_t c = t_->cancel.load(std::memory_order_acquire);
-        if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) cancel_act(t_);
+        if (cancel_due(c)) cancel_act(t_);
         // A signal before the call ran its handler then; it does not interrupt
         // this one (an interrupt still on its way checks for a reason first).
-        if (c & (kSignalled | kSignalRestart))
-            t_->cancel.fetch_and(static_cast<uint8_t>(~(kSignalled | kSignalRestart)), std::memory_order_relaxed);
+        if (c & kSignalBits) clear_signal();
         t_->expire_next = false;
         t_->interruptible = true;
         io_deadline_ = t_->io_deadline;
@@ -113,23 +115,18 @@ public:
     // handler asked for SA_RESTART (for the calls that honour it).
     Outcome leave(bool failed) {
         end();
-        uint8_t c = t_->cancel.load(std::memory_order_acquire);
-        if (!failed) return kDone;
-        if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) cancel_act(t_);
-        if (!(c & (kSignalled | kSignalRestart))) return kDone;
-        t_->cancel.fetch_and(static_cast<uint8_t>(~(kSignalled | kSignalRestart)), std::memory_order_relaxed);
-        return c & kSignalled ? kInterrupted : kRestart;
+        return failed ? check() : kDone;
     }
     // For a call that waits in a loop: what leave(true) would say, but the
     // call goes on (kDone: wait again).
     Outcome check() {
         uint8_t c = t_->cancel.load(std::memory_order_acquire);
-        if ((c & (kCancelPending | kCancelDisabled)) == kCancelPending) {
+        if (cancel_due(c)) {
             end();
             cancel_act(t_);
         }
-        if (!(c & (kSignalled | kSignalRestart))) return kDone;
-        t_->cancel.fetch_and(static_cast<uint8_t>(~(kSignalled | kSignalRestart)), std::memory_order_relaxed);
+        if (!(c & kSignalBits)) return kDone;
+        clear_signal();
         return c & kSignalled ? kInterrupted : kRestart;
     }
 
@@ -137,10 +134,11 @@ public:
     // (for a call that must first release what it holds).
     bool cut_short() const {
         uint8_t c = t_->cancel.load(std::memory_order_acquire);
-        return (c & (kCancelPending | kCancelDisabled)) == kCancelPending || (c & (kSignalled | kSignalRestart));
+        return cancel_due(c) || (c & kSignalBits);
     }
 
 private:
+    void clear_signal() { t_->cancel.fetch_and(static_cast<uint8_t>(~kSignalBits), std::memory_order_relaxed); }
     void end() {
         if (!on_) return;
         on_ = false;
@@ -180,8 +178,12 @@ template <class Call, class Failed> auto blocking_call(bool restartable, Call ca
 // offload pool, close): a pending cancel is acted on as it begins.
 inline void cancellation_point() {
     detail::Tcb *t = detail::tls_vproc->current;
-    if ((t->cancel.load(std::memory_order_acquire) & (kCancelPending | kCancelDisabled)) == kCancelPending)
-        cancel_act(t);
+    if (cancel_due(t->cancel.load(std::memory_order_acquire))) cancel_act(t);
+}
+
+// poll, ppoll, select, pselect: never restarted, failed when nothing is ready.
+template <class Call> int blocking_poll(Call call) {
+    return blocking_call(false, call, [](int n) { return n <= 0; });
 }
 
 // The I/O calls: restartable, failed when -1.

@@ -14,12 +14,13 @@
 //
 // O(1): a group is found by an open-addressed table of site -> group (sites
 // are few: the call sites of blocking calls in the program), and a group's
-// threads are a FIFO through Tcb::next.
+// threads are the FIFO policy's queue (sched/fifo.hpp).
 #include <cstdint>
 #include <cstdlib>
 #include <new>
 
 #include "core/tcb.hpp"
+#include "sched/fifo.hpp"
 #include "sched/policy.hpp"
 
 namespace weft::detail {
@@ -31,8 +32,7 @@ constexpr uint32_t kSlots = 1024; // groups per vproc; more sites share the last
 
 struct Group {
     const void *site = nullptr;
-    Tcb *head = nullptr, *tail = nullptr;
-    uint32_t count = 0;
+    FifoQueue threads;   // its ready threads, in the order they became ready
     bool queued = false; // in the turn order
     Group *next = nullptr; // turn order
 };
@@ -90,11 +90,7 @@ void cohort_enqueue(void *st, Tcb *t) {
     // A thread that never parked has no site yet; one that yielded keeps the
     // site of its last park (yielding is not blocking).
     Group *g = t->park_site ? s->group_of(t->park_site) : &s->slots[0];
-    t->next = nullptr;
-    if (g->tail) g->tail->next = t;
-    else g->head = t;
-    g->tail = t;
-    ++g->count;
+    g->threads.push(t);
     ++s->ready;
     if (!g->queued && g != s->current) s->push_turn(g);
 }
@@ -102,8 +98,8 @@ void cohort_enqueue(void *st, Tcb *t) {
 Tcb *cohort_pick(void *st) {
     auto *s = static_cast<CohortState *>(st);
     Group *g = s->current;
-    if (g && (g->count == 0 || s->ran >= kCohortMax)) {
-        if (g->count && !g->queued) s->push_turn(g); // its turn is over; it waits for the next
+    if (g && (g->threads.count == 0 || s->ran >= kCohortMax)) {
+        if (g->threads.count && !g->queued) s->push_turn(g); // its turn is over; it waits for the next
         g = nullptr;
     }
     if (!g) {
@@ -112,10 +108,7 @@ Tcb *cohort_pick(void *st) {
         s->current = g;
         if (!g) return nullptr;
     }
-    Tcb *t = g->head;
-    g->head = t->next;
-    if (!g->head) g->tail = nullptr;
-    --g->count;
+    Tcb *t = g->threads.pop();
     --s->ready;
     ++s->ran;
     return t;

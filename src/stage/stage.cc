@@ -192,7 +192,6 @@ void Stage::submit_new(Closure *c, Closure *parent, int vp) {
     }
     c->stage_ = this;
     c->parent_ = parent;
-    c->invoked_at_ = sched_->clock();
     sched_->live_.fetch_add(1, std::memory_order_relaxed);
     enqueue(c, target);
 }
@@ -202,7 +201,8 @@ void Stage::enqueue(Closure *c, int vp) {
     Scheduler *s = sched_;
     const int me = weft_vproc_self();
     c->vproc_ = vp;
-    c->queued_at_ = s->clock();
+    c->queued_at_ = s->clock(me);
+    if (!c->restarted_) c->invoked_at_ = c->queued_at_; // its first queueing: invoked now
     c->from_stage_ = me >= 0 ? s->runners_[me].current_stage : -1;
     c->from_vproc_ = me;
     PerVproc &p = at(vp);
@@ -289,8 +289,7 @@ void Scheduler::stop() {
 
 // Now, for the profile: the running operation's start when called from a
 // runner (a closure method), else a clock read.
-uint64_t Scheduler::clock() const {
-    const int me = weft_vproc_self();
+uint64_t Scheduler::clock(int me) const {
     if (me >= 0 && runners_[me].current_stage >= 0) return runners_[me].clock;
     return weft_now_ns();
 }
