@@ -206,24 +206,33 @@ void Responder::not_modified(const FileEntry &e, bool keep_alive, Reply *out) co
 }
 
 void Responder::respond(const Request &req, bool allow_keep_alive, Reply *out) {
-    out->clear();
-    const bool keep_alive = allow_keep_alive && req.keep_alive;
-    const bool head_only = req.method == Method::Head;
-    if (req.method != Method::Get && req.method != Method::Head) {
-        uint16_t status = req.method == Method::Other ? 501 : 405;
-        error_page(status, keep_alive, false, out, status == 405 ? "Allow: GET, HEAD\r\n" : "");
-        return;
-    }
-
     // Per kernel thread, not on the stack (a server thread's touched stack
     // pages stay resident while it idles): it is used only until find()
     // returns, and nothing before that parks.
     thread_local CleanPath path;
-    if (int status = clean_path(req.target, &path)) {
-        error_page(static_cast<uint16_t>(status), false, head_only, out); // malformed: close
-        return;
+    if (!prepare(req, allow_keep_alive, &path, out)) return;
+    respond_found(req, allow_keep_alive, cache_->find(path), out);
+}
+
+bool Responder::prepare(const Request &req, bool allow_keep_alive, CleanPath *path, Reply *out) const {
+    out->clear();
+    const bool keep_alive = allow_keep_alive && req.keep_alive;
+    if (req.method != Method::Get && req.method != Method::Head) {
+        uint16_t status = req.method == Method::Other ? 501 : 405;
+        error_page(status, keep_alive, false, out, status == 405 ? "Allow: GET, HEAD\r\n" : "");
+        return false;
     }
-    Lookup found = cache_->find(path);
+    if (int status = clean_path(req.target, path)) {
+        error_page(static_cast<uint16_t>(status), false, req.method == Method::Head, out); // malformed: close
+        return false;
+    }
+    return true;
+}
+
+void Responder::respond_found(const Request &req, bool allow_keep_alive, Lookup found, Reply *out) const {
+    out->clear();
+    const bool keep_alive = allow_keep_alive && req.keep_alive;
+    const bool head_only = req.method == Method::Head;
     if (found.status == 301) return redirect_to_dir(req, keep_alive, out);
     if (found.status != 200) {
         error_page(found.status, keep_alive && found.status < 500, head_only, out,

@@ -53,6 +53,14 @@ public:
     // after it whatever the client asked (request cap, shutdown).
     void respond(const Request &req, bool allow_keep_alive, Reply *out);
 
+    // respond() in two steps, for a server that looks the file up itself
+    // (weft-staged's partitioned cache stage): prepare() answers what needs
+    // no file (a method other than GET/HEAD, a malformed target) and
+    // returns false, or sets *path and returns true; respond_found() then
+    // answers from the cache's Lookup for that path, on any thread.
+    bool prepare(const Request &req, bool allow_keep_alive, CleanPath *path, Reply *out) const;
+    void respond_found(const Request &req, bool allow_keep_alive, Lookup found, Reply *out) const;
+
     // A reply the server decided without a request (parser errors, 408,
     // 503 past the connection limit): an HTML body, and the connection
     // closes. head_only: answer a HEAD request without the body.

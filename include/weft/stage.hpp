@@ -322,6 +322,17 @@ public:
 
     // Operations pending on vproc vp (stack and queue).
     size_t pending(int vp) const;
+
+protected:
+    // Called on the runner of vproc vp after each visit that ran a cohort
+    // here, before the runner moves on: a stage that gathers its cohort's
+    // operations acts on them together (weft-staged's I/O aggregator merges
+    // the block reads of one cohort into one read per run of adjacent
+    // blocks). It may invoke top-level operations and resume closures; it
+    // must not block.
+    virtual void cohort_end(int /*vp*/) {}
+
+public:
     const StageProfile &profile(int vp) const;
 
 private:

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "access_log.hpp"
+#include "common/weft_accept.hpp"
 #include "knot.hpp"
 
 namespace knot {
@@ -107,25 +108,10 @@ bool send_reply(Server &s, int fd, const Reply &r) {
 // /.weft/stats (with --stats): the counters every weft server shows, plus
 // the number of vprocs and the runtime's counters.
 void stats_reply(Server &s, const Request &req, bool keep_alive, std::string *body, Reply *out) {
-    weft_stats_t w;
-    weft_stats_get(-1, &w);
-    auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
-    char runtime[768];
-    int n = snprintf(runtime, sizeof runtime,
-                     ", \"vprocs\": %d,\n"
-                     " \"runtime\": {\"io_backend\": \"%s\", \"switches\": %llu, \"threads_live\": %llu,"
-                     " \"threads_created\": %llu, \"io_syscalls\": %llu, \"io_parks\": %llu, \"io_waits\": %llu,"
-                     " \"io_completions\": %llu, \"sendfile_bytes\": %llu, \"offloaded\": %llu,"
-                     " \"stacks_mapped\": %llu, \"stack_links\": %llu, \"stack_spare_hits\": %llu,"
-                     " \"stack_chunks\": %llu, \"admissions_shed\": %llu}",
-                     weft_vproc_count(), weft_io_backend(), u(w.switches), u(w.threads_live), u(w.threads_created),
-                     u(w.io_syscalls), u(w.io_parks), u(w.io_waits), u(w.io_completions), u(w.sendfile_bytes),
-                     u(w.offloaded), u(w.stacks_mapped), u(w.stack_links), u(w.stack_spare_hits), u(w.stack_chunks),
-                     u(w.admissions_shed));
+    const std::string runtime = weft::srv::runtime_stats_json();
     *body = weft::srv::stats_json("weft-knot", mode_name(s.opt.mode),
                                   static_cast<double>(weft_now_ns() - s.started_ns) / 1e9, s.counters,
-                                  s.cache->counters(),
-                                  std::string_view(runtime, static_cast<size_t>(std::clamp(n, 0, 767))));
+                                  s.cache->counters(), runtime);
     weft::srv::stats_reply("weft-knot", req, keep_alive, body, out);
 }
 

@@ -18,6 +18,7 @@
 
 #include "access_log.hpp"
 #include "common/cli.hpp"
+#include "common/weft_accept.hpp"
 #include "knot.hpp"
 
 namespace knot {
@@ -116,21 +117,15 @@ Options parse_options(int argc, char **argv) {
 
 Server server;
 int signal_fd = -1;
-int spare_fd = -1;          // held so that a full descriptor table can still shed load
-weft_mutex_t spare_mu = WEFT_MUTEX_INITIALIZER;
-char busy_reply[512];
-size_t busy_len = 0;
+weft::srv::AcceptSite accept_site; // what the accept loops refuse with
 
 struct Accepted {
     int fd;
     struct sockaddr_storage peer;
 };
 
-void refuse(int fd) { // 503 and close, never waiting on this client
-    weft_send(fd, busy_reply, busy_len, MSG_DONTWAIT);
-    weft_close(fd);
-    server.counters.rejected_busy.fetch_add(1, std::memory_order_relaxed);
-}
+void refuse(int fd) { weft::srv::refuse(accept_site, fd); }
+int accept_one(int lfd, Accepted *a) { return weft::srv::accept_one(accept_site, lfd, &a->peer); }
 
 void *connection_thread(void *arg) {
     Accepted *a = static_cast<Accepted *>(arg);
@@ -150,63 +145,6 @@ void *connection_thread(void *arg) {
     }
     serve_connection(server, mine.fd, mine.peer);
     return nullptr;
-}
-
-// The descriptor table is full: take one connection with the spare
-// descriptor, tell it we are busy, and back off briefly so the connections
-// being served can finish and free theirs.
-void shed_one(int lfd) {
-    weft_mutex_lock(&spare_mu);
-    if (spare_fd >= 0) {
-        weft_close(spare_fd);
-        spare_fd = -1;
-        int fd = weft_accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0) refuse(fd);
-        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    }
-    weft_mutex_unlock(&spare_mu);
-    static uint64_t last_warned = 0;
-    uint64_t now = weft_now_ns();
-    if (now - last_warned > 1000000000ull) {
-        std::fprintf(stderr, "weft-knot: descriptor table full (EMFILE): refusing new connections with 503\n");
-        last_warned = now;
-    }
-    weft_sleep_ns(10 * 1000 * 1000);
-}
-
-// Accept one connection. -1: stop this loop.
-int accept_one(int lfd, Accepted *a) {
-    for (;;) {
-        socklen_t len = sizeof a->peer;
-        int fd = weft_accept4(lfd, reinterpret_cast<sockaddr *>(&a->peer), &len, SOCK_CLOEXEC);
-        if (server.stopping.load(std::memory_order_relaxed)) {
-            if (fd >= 0) weft_close(fd);
-            return -1;
-        }
-        if (fd >= 0) {
-            server.counters.accepted.fetch_add(1, std::memory_order_relaxed);
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            return fd;
-        }
-        server.counters.accept_errors.fetch_add(1, std::memory_order_relaxed);
-        switch (errno) {
-        case EMFILE:
-        case ENFILE:
-            shed_one(lfd);
-            break;
-        case EBADF:
-        case EINVAL:
-        case ENOTSOCK:
-            return -1; // the socket is gone
-        case ENOBUFS:
-        case ENOMEM:
-            weft_sleep_ns(10 * 1000 * 1000);
-            break;
-        default: // ECONNABORTED, EPROTO, ...: that client gave up; go on
-            break;
-        }
-    }
 }
 
 // threads == 0: one of these per vproc, a new thread per connection.
@@ -295,10 +233,14 @@ int run(void *) {
     s.responder = &responder;
     weft::http::Reply busy;
     responder.error(503, &busy);
-    std::memcpy(busy_reply, busy.head, busy.head_len);
-    std::memcpy(busy_reply + busy.head_len, busy.mem, busy.length);
-    busy_len = busy.head_len + busy.length;
-    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    std::string busy_bytes(busy.head, busy.head_len);
+    busy_bytes.append(busy.mem, busy.length);
+    accept_site.prog = kProg;
+    accept_site.counters = &s.counters;
+    accept_site.stopping = &s.stopping;
+    accept_site.busy = busy_bytes.data();
+    accept_site.busy_len = busy_bytes.size();
+    weft::srv::accept_reserve_spare();
 
     AccessLog log;
     if (!s.opt.access_log.empty()) {
@@ -345,7 +287,7 @@ int run(void *) {
         weft_thread_join(flusher, nullptr);
         log.close();
     }
-    if (spare_fd >= 0) weft_close(spare_fd);
+    weft::srv::accept_release_spare();
     auto &c = s.counters;
     if (!s.opt.quiet)
         std::printf("weft-knot: stopped after %llu connections, %llu requests\n",
@@ -373,11 +315,13 @@ int main(int argc, char **argv) {
     struct sockaddr_storage addr = weft::srv::resolve(kProg, s.opt.listen, &len);
     int want = s.opt.vprocs > 1 && s.opt.reuseport ? s.opt.vprocs : 1;
     for (int i = 0; i < want; ++i) {
-        int fd = weft::srv::listen_on(kProg, &addr, len, want > 1, s.opt.listen); // later ones bind the port the first got
+        // Later ones bind the port the first got. O_NONBLOCK: see accept_one.
+        int fd = weft::srv::listen_on(kProg, &addr, len, want > 1, s.opt.listen, SOCK_NONBLOCK);
         if (fd == -2) break;
         s.listen_fds[s.listen_count++] = fd;
     }
-    if (s.listen_count == 0) s.listen_fds[s.listen_count++] = weft::srv::listen_on(kProg, &addr, len, false, s.opt.listen);
+    if (s.listen_count == 0)
+        s.listen_fds[s.listen_count++] = weft::srv::listen_on(kProg, &addr, len, false, s.opt.listen, SOCK_NONBLOCK);
     s.opt.listen = weft::srv::address_text(addr);
 
     // SIGINT/SIGTERM are read from a signalfd by a weft thread; every kernel

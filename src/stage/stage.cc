@@ -366,6 +366,7 @@ bool Scheduler::visit(Stage *s, int vp, bool interrupting) {
         // 390 ms for their continuations so). They join the next visit.
     }
     p.last_run_ns = r.clock;
+    s->cohort_end(vp); // still inside the visit: an exclusive stage is still held
     r.current_stage = outer;
     if (exclusive) s->busy_.store(false, std::memory_order_release);
     return true;
