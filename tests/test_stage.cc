@@ -464,6 +464,46 @@ TEST(StageOrder, RequestProcessorStopsTheRunningStageAfterItsOperation) {
     }));
 }
 
+// A stage that gathers its cohort, as weft-staged's I/O aggregator does:
+// each operation waits; cohort_end sees the whole cohort and resumes it.
+struct Gatherer : Stage {
+    explicit Gatherer(uint32_t max_cohort) : Stage("gather", {.max_cohort = max_cohort}) {}
+    std::vector<ws::Closure *> pending;
+    std::vector<size_t> cohorts; // the size of each cohort, as it ended
+    void cohort_end(int) override {
+        cohorts.push_back(pending.size());
+        for (ws::Closure *c : pending) c->resume();
+        pending.clear();
+    }
+};
+
+struct Gathered : ws::Op<int> {
+    explicit Gathered(Gatherer &g) : g(g) {}
+    Gatherer &g;
+    Step run() override {
+        g.pending.push_back(this);
+        return wait_resume(&Gathered::resumed);
+    }
+    Step resumed() { return done(1); }
+};
+
+TEST(StageOrder, CohortEndSeesEachCohortWholeAndMayResumeIt) {
+    ASSERT_EQ(0, wt::run(1, [] {
+        Gatherer g(4);
+        ws::Scheduler sched({&g});
+        for (int k = 0; k < 10; ++k) g.invoke<Gathered>(g);
+        sched.start();
+        sched.stop(); // returns only once every operation is done: all were resumed
+        // Cohorts of at most four; the resumed continuations form cohorts of
+        // their own, which gather nothing.
+        std::vector<size_t> gathered;
+        for (size_t n : g.cohorts)
+            if (n) gathered.push_back(n);
+        EXPECT_EQ((std::vector<size_t>{4, 4, 2}), gathered);
+        EXPECT_EQ(0u, g.pending.size());
+    }));
+}
+
 // ---- the profile ----------------------------------------------------------------
 
 struct Parent : ws::Op<int> {
