@@ -5,9 +5,12 @@
 // it and its data in the caches the previous one warmed.
 //
 // The key is the blocking site: the return address of the weft call the
-// thread parked in (Tcb::park_site; with the blocking graph on, that is the
-// innermost frame of its call chain). New threads, which never parked, form
-// one group. Groups take turns in the order they first had a ready thread;
+// thread parked in (Tcb::park_site) — the paper's "next PC" — or, with the
+// blocking graph on (WEFT_GRAPH=1), the graph node it parked at: its whole
+// call chain, WEFT_GRAPH_DEPTH frames deep, so that threads blocked in one
+// shared wrapper (a read_fully() every request calls) are told apart by
+// who called it. bench/stage/cohort_sites.cc measures the difference. New
+// threads, which never parked, form one group. Groups take turns in the order they first had a ready thread;
 // a group runs at most kCohortMax threads before the next group's turn, so
 // one busy site cannot starve the others (a thread waits behind at most
 // kCohortMax threads of each other group).
@@ -20,6 +23,7 @@
 #include <new>
 
 #include "core/tcb.hpp"
+#include "observe/graph.hpp"
 #include "sched/fifo.hpp"
 #include "sched/policy.hpp"
 
@@ -85,11 +89,19 @@ struct CohortState {
 void *cohort_create(Vproc *) { return new (std::nothrow) CohortState; }
 void cohort_destroy(void *s) { delete static_cast<CohortState *>(s); }
 
+// The call chain's node (tagged with the top bit: no return address has
+// it) when the graph recorded the park, else the return address.
+const void *site_key(const Tcb *t) {
+    if (t->graph && t->graph->at) return reinterpret_cast<const void *>((uintptr_t{1} << 63) | t->graph->at);
+    return t->park_site;
+}
+
 void cohort_enqueue(void *st, Tcb *t) {
     auto *s = static_cast<CohortState *>(st);
     // A thread that never parked has no site yet; one that yielded keeps the
     // site of its last park (yielding is not blocking).
-    Group *g = t->park_site ? s->group_of(t->park_site) : &s->slots[0];
+    const void *key = site_key(t);
+    Group *g = key ? s->group_of(key) : &s->slots[0];
     g->threads.push(t);
     ++s->ready;
     if (!g->queued && g != s->current) s->push_turn(g);
