@@ -2,6 +2,7 @@
 #include "core/runtime.hpp"
 
 #include "observe/graph.hpp"
+#include "stack/linked.hpp"
 
 #include <cxxabi.h>
 #include <sched.h>
@@ -254,6 +255,8 @@ void bind_kernel_thread(Vproc *vp) {
         pthread_attr_destroy(&a);
     }
     vproc_signal_stack_init(vp);
+    vp->ss_guard_before = stack_guard();
+    set_stack_guard(nullptr);
     if (vp->rt->cfg.pin) pin_to_cpu(*vp->rt, vp->index);
     vp->reactor->attach_thread();
     // SIGPIPE is thread-directed: blocked here, a write to a broken pipe
@@ -266,6 +269,7 @@ void bind_kernel_thread(Vproc *vp) {
 
 void unbind_kernel_thread(Vproc *vp) {
     pthread_sigmask(SIG_SETMASK, &vp->sigmask_before, nullptr);
+    set_stack_guard(vp->ss_guard_before);
     vproc_signal_stack_fini(vp);
     vp->tid = 0;
     tls_vproc = nullptr;

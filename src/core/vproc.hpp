@@ -144,6 +144,12 @@ struct Vproc {
     int tid = 0;                  // its kernel thread's id while it runs this vproc, for debuggers
                                   //   (here: in padding, so no hot field moves)
     sigset_t sigmask_before;      // the kernel thread's signal mask before it ran this vproc
+    // The kernel thread's split-stack guard word (%fs:0x70) before weft took
+    // it: weft threads on fixed stacks run with 0 (no check fires), and a
+    // program whose other code was built with -fsplit-stack had libgcc set
+    // the initial thread's to the bottom of the process stack, which every
+    // weft stack lies below (weft-run aborted in __morestack at start-up).
+    const void *ss_guard_before = nullptr;
     Tcb *dead = nullptr;          // exited thread to reap after the next switch
     uint32_t poll_countdown = kPollInterval;
     StackPool stacks;

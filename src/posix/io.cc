@@ -5,9 +5,12 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <csignal>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
@@ -41,6 +44,47 @@ int ms_of(const struct timespec *ts) {
     return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
 }
 
+// ---- SO_RCVTIMEO and SO_SNDTIMEO ----
+// The kernel keeps a socket's timeouts (setsockopt passes through) but never
+// applies them here: weft's sockets are O_NONBLOCK underneath, and a
+// blocking call parks instead. So once the program has set one, a blocking
+// socket call reads the socket's timeout (from the kernel: it follows the
+// open file through dup and fork) and bounds its wait with it, as the
+// thread's I/O timeout; running out is EAGAIN, or the bytes a send got
+// through, as Linux says. A program that never sets one pays nothing.
+std::atomic<bool> g_sock_timeouts{false};
+
+bool is_sock_timeout(int level, int name) {
+    if (level != SOL_SOCKET) return false;
+#ifdef SO_RCVTIMEO_NEW
+    if (name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW) return true;
+#endif
+    return name == SO_RCVTIMEO || name == SO_SNDTIMEO;
+}
+
+enum Dir { kReceive, kSend };
+
+uint64_t sock_timeout_ns(int fd, Dir d) {
+    if (!g_sock_timeouts.load(std::memory_order_relaxed)) return 0;
+    struct timeval tv = {};
+    socklen_t len = sizeof tv;
+    if (getsockopt(fd, SOL_SOCKET, d == kSend ? SO_SNDTIMEO : SO_RCVTIMEO, &tv, &len) != 0) return 0; // not a socket
+    return static_cast<uint64_t>(tv.tv_sec) * 1000000000ull + static_cast<uint64_t>(tv.tv_usec) * 1000ull;
+}
+
+// blocking_call(call), bounded by the socket's timeout for direction d.
+template <class Call> auto socket_call(int fd, Dir d, Call call) {
+    const uint64_t limit = sock_timeout_ns(fd, d);
+    if (!limit) return blocking_call(call);
+    wd::Tcb *t = wd::tls_vproc->current;
+    const uint64_t before = t->io_timeout;
+    t->io_timeout = before && before < limit ? before : limit;
+    auto r = blocking_call(call);
+    const int e = errno;
+    t->io_timeout = before;
+    errno = r < 0 && e == ETIMEDOUT ? EAGAIN : e;
+    return r;
+}
 // A copy of `from`'s state for `to` (dup): the same open file, so the same
 // kind and the same O_NONBLOCK, whoever set it.
 void dup_state(int from, int to) { wd::fd_dup(wd::tls_vproc, from, to); }
@@ -96,17 +140,23 @@ extern "C" {
         count(kServed);                                                                                                \
     } while (0)
 
+API int setsockopt(int fd, int level, int name, const void *v, socklen_t len) {
+    int r = __wrap_setsockopt(fd, level, name, v, len);
+    if (r == 0 && is_sock_timeout(level, name)) g_sock_timeouts.store(true, std::memory_order_relaxed);
+    return r;
+}
+
 API int socket(int d, int t, int p) {
     ON_WEFT_OR(__wrap_socket(d, t, p));
     return weft_socket(d, t, p);
 }
 API int accept(int fd, struct sockaddr *a, socklen_t *l) {
     ON_WEFT_OR(__wrap_accept(fd, a, l));
-    return blocking_call([&] { return weft_accept(fd, a, l); });
+    return socket_call(fd, kReceive, [&] { return weft_accept(fd, a, l); });
 }
 API int accept4(int fd, struct sockaddr *a, socklen_t *l, int f) {
     ON_WEFT_OR(__wrap_accept4(fd, a, l, f));
-    return blocking_call([&] { return weft_accept4(fd, a, l, f); });
+    return socket_call(fd, kReceive, [&] { return weft_accept4(fd, a, l, f); });
 }
 API int connect(int fd, const struct sockaddr *a, socklen_t l) {
     ON_WEFT_OR(__wrap_connect(fd, a, l));
@@ -135,19 +185,19 @@ API int connect(int fd, const struct sockaddr *a, socklen_t l) {
 }
 API ssize_t read(int fd, void *b, size_t n) {
     ON_WEFT_OR(__wrap_read(fd, b, n));
-    return blocking_call([&] { return weft_read(fd, b, n); });
+    return socket_call(fd, kReceive, [&] { return weft_read(fd, b, n); });
 }
 API ssize_t write(int fd, const void *b, size_t n) {
     ON_WEFT_OR(__wrap_write(fd, b, n));
-    return blocking_call([&] { return weft_write(fd, b, n); });
+    return socket_call(fd, kSend, [&] { return weft_write(fd, b, n); });
 }
 API ssize_t readv(int fd, const struct iovec *v, int n) {
     ON_WEFT_OR(__wrap_readv(fd, v, n));
-    return blocking_call([&] { return weft_readv(fd, v, n); });
+    return socket_call(fd, kReceive, [&] { return weft_readv(fd, v, n); });
 }
 API ssize_t writev(int fd, const struct iovec *v, int n) {
     ON_WEFT_OR(__wrap_writev(fd, v, n));
-    return blocking_call([&] { return weft_writev(fd, v, n); });
+    return socket_call(fd, kSend, [&] { return weft_writev(fd, v, n); });
 }
 API ssize_t pread(int fd, void *b, size_t n, off_t o) {
     ON_WEFT_OR(__wrap_pread(fd, b, n, o));
@@ -161,47 +211,47 @@ API ssize_t pread64(int fd, void *b, size_t n, off_t o) { return pread(fd, b, n,
 API ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) { return pwrite(fd, b, n, o); }
 API ssize_t recv(int fd, void *b, size_t n, int f) {
     ON_WEFT_OR(__wrap_recv(fd, b, n, f));
-    return blocking_call([&] { return weft_recv(fd, b, n, f); });
+    return socket_call(fd, kReceive, [&] { return weft_recv(fd, b, n, f); });
 }
 API ssize_t send(int fd, const void *b, size_t n, int f) {
     ON_WEFT_OR(__wrap_send(fd, b, n, f));
-    return blocking_call([&] { return weft_send(fd, b, n, f); });
+    return socket_call(fd, kSend, [&] { return weft_send(fd, b, n, f); });
 }
 API ssize_t recvfrom(int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l) {
     ON_WEFT_OR(__wrap_recvfrom(fd, b, n, f, a, l));
-    if (!a) return blocking_call([&] { return weft_recv(fd, b, n, f); });
+    if (!a) return socket_call(fd, kReceive, [&] { return weft_recv(fd, b, n, f); });
     struct iovec v = {b, n};
     struct msghdr m = {};
     m.msg_name = a;
     m.msg_namelen = l ? *l : 0;
     m.msg_iov = &v;
     m.msg_iovlen = 1;
-    ssize_t r = blocking_call([&] { return weft_recvmsg(fd, &m, f); });
+    ssize_t r = socket_call(fd, kReceive, [&] { return weft_recvmsg(fd, &m, f); });
     if (r >= 0 && l) *l = m.msg_namelen;
     return r;
 }
 API ssize_t sendto(int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l) {
     ON_WEFT_OR(__wrap_sendto(fd, b, n, f, a, l));
-    if (!a) return blocking_call([&] { return weft_send(fd, b, n, f); });
+    if (!a) return socket_call(fd, kSend, [&] { return weft_send(fd, b, n, f); });
     struct iovec v = {const_cast<void *>(b), n};
     struct msghdr m = {};
     m.msg_name = const_cast<struct sockaddr *>(a);
     m.msg_namelen = l;
     m.msg_iov = &v;
     m.msg_iovlen = 1;
-    return blocking_call([&] { return weft_sendmsg(fd, &m, f); });
+    return socket_call(fd, kSend, [&] { return weft_sendmsg(fd, &m, f); });
 }
 API ssize_t recvmsg(int fd, struct msghdr *m, int f) {
     ON_WEFT_OR(__wrap_recvmsg(fd, m, f));
-    return blocking_call([&] { return weft_recvmsg(fd, m, f); });
+    return socket_call(fd, kReceive, [&] { return weft_recvmsg(fd, m, f); });
 }
 API ssize_t sendmsg(int fd, const struct msghdr *m, int f) {
     ON_WEFT_OR(__wrap_sendmsg(fd, m, f));
-    return blocking_call([&] { return weft_sendmsg(fd, m, f); });
+    return socket_call(fd, kSend, [&] { return weft_sendmsg(fd, m, f); });
 }
 API ssize_t sendfile(int out, int in, off_t *off, size_t n) {
     ON_WEFT_OR(__wrap_sendfile(out, in, off, n));
-    return weft_sendfile(out, in, off, n);
+    return socket_call(out, kSend, [&] { return weft_sendfile(out, in, off, n); });
 }
 API ssize_t sendfile64(int out, int in, off_t *off, size_t n) { return sendfile(out, in, off, n); }
 API int shutdown(int fd, int how) {

@@ -107,7 +107,7 @@ public:
     static constexpr uint64_t no_deadline() { return detail::kNoDeadline; }
     // Whether the call's I/O waits had no deadline but ours (kNoDeadline):
     // an ETIMEDOUT from them means it was cut short.
-    bool unbounded() const { return io_deadline_ == 0; }
+    bool unbounded() const { return io_deadline_ == 0 && t_->io_timeout == 0; }
 
     // After the call. failed: it did not do its work (an error, a timeout,
     // nothing ready) — then a pending cancel is acted on, or the call was
