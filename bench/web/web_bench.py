@@ -7,7 +7,8 @@ httperf session logs at a sweep of rates, verified the study's way.
 
 Method
   * Servers are data: bench/web/servers.json lists {"name", "kind" (knot,
-    userver, watpipe, nginx, apache or apache-weft), "args"} and optionally "env" (variables set
+    userver, watpipe, pool, pool-weft, staged, nginx, apache or apache-weft),
+    "args"} and optionally "env" (variables set
     for that server only, e.g. {"WEFT_GRAPH": "1"}; null unsets one: the
     command is prefixed with `env [-u NAME] NAME=VALUE ...`, so the recorded
     command reproduces it) and "default": false (run only when named: the
@@ -19,6 +20,8 @@ Method
     worker, sendfile, worker_connections 20000, keepalive_timeout 65); Apache httpd (Debian's
     apache2) with APACHE_CONF, worker MPM in one process (-X), 4,096 threads, sendfile, the same
     keep-alive, on NPTL ("apache") or under BUILD/posix/weft-run ("apache-weft", args: weft-run's).
+    weft-pool, a plain pthread program, likewise runs on NPTL ("pool") or under weft-run ("pool-weft",
+    args: the server's; weft-run's options through "env", e.g. {"WEFT_IO": "epoll"}).
   * File set: bench/web/fileset.py's SPECweb99-like set (36 sizes, 102 B to
     921,600 B, dirNNNNN/classC_I), made or reused with seed 1 in --fileset
     (default $FILESET, else var/fileset), about --size-mb MiB.
@@ -229,12 +232,20 @@ def load_servers(path, names=None):
 # The kinds of server servers.json may name: weft's servers (their binary in
 # the build tree), nginx, and Apache httpd on NPTL ("apache") or, the same
 # binary unmodified, under the build tree's weft-run ("apache-weft"; its
-# "args" are weft-run's options, e.g. ["--io", "epoll"]).
+# "args" are weft-run's options, e.g. ["--io", "epoll"]). weft-pool is a
+# plain pthread program too: "pool" runs it on NPTL, "pool-weft" the same
+# binary under weft-run (its "args" are weft-pool's, like "pool"'s; weft-run's
+# options, which only set variables, go in "env": WEFT_IO, WEFT_VPROCS).
 WEFT_BINS = {"knot": ("servers", "knot", "weft-knot"), "userver": ("servers", "userver", "weft-userver"),
              "watpipe": ("servers", "watpipe", "weft-watpipe"),
-             "knot-linked": ("servers", "knot", "weft-knot-linked")}
+             "knot-linked": ("servers", "knot", "weft-knot-linked"),
+             "pool": ("servers", "pool", "weft-pool"), "staged": ("servers", "staged", "weft-staged")}
 APACHE_KINDS = ("apache", "apache-weft")
-KINDS = tuple(WEFT_BINS) + ("nginx",) + APACHE_KINDS
+# Kinds that are a weft server's binary under weft-run: {kind: the binary's kind}.
+UNDER_WEFT_RUN = {"pool-weft": "pool"}
+KINDS = tuple(WEFT_BINS) + tuple(UNDER_WEFT_RUN) + ("nginx",) + APACHE_KINDS
+# Kinds that serve weft's /.weft/stats (with --stats).
+STATS_KINDS = tuple(WEFT_BINS) + tuple(UNDER_WEFT_RUN)
 WEFT_RUN = ("posix", "weft-run")
 
 
@@ -298,6 +309,16 @@ def apache_cmd(apache, cpu, root, weft_run=None, weft_args=()):
     return cmd
 
 
+def weft_run_cmd(weft_run, server, cpu, root, args):
+    """A command maker (port, tmp) -> argv: a weft server's binary under
+    weft_run, pinned to `cpu`, serving `root` on 127.0.0.1:port, with `args`
+    (as kb.knot_cmd, with weft-run between taskset and the server)."""
+    def cmd(port, tmp):
+        return (["taskset", "-c", str(cpu), weft_run, server, "--listen", f"127.0.0.1:{port}", "--root", root]
+                + list(args))
+    return cmd
+
+
 def env_prefix(env):
     """`env` argv setting (value) or unsetting (None) variables: [] for none."""
     if not env:
@@ -319,6 +340,9 @@ def server_command(spec, tools, bins, cpu, root):
         inner = apache_cmd(tools["apache2"], cpu, root)
     elif spec["kind"] == "apache-weft":
         inner = apache_cmd(tools["apache2"], cpu, root, bins["weft-run"], spec.get("args", []))
+    elif spec["kind"] in UNDER_WEFT_RUN:
+        inner = weft_run_cmd(bins["weft-run"], bins[UNDER_WEFT_RUN[spec["kind"]]], cpu, root,
+                             list(spec.get("args", [])) + ["--stats"])
     else:
         inner = kb.knot_cmd(bins[spec["kind"]], cpu, root, list(spec.get("args", [])) + ["--stats"])
     prefix = env_prefix(spec.get("env"))
@@ -841,7 +865,7 @@ def measure_rate(server, spec, rate, ctx, plan):
     rec.update(rate=rate, duration_s=ctx.duration, clients=len(plan["files"]),
                sessions=sum(n for _, n in plan["files"]), source_addrs=plan["sources"])
     pids = server.pids()
-    weft0 = weft_stats(server.port) if spec["kind"] in WEFT_BINS else None
+    weft0 = weft_stats(server.port) if spec["kind"] in STATS_KINDS else None
     c0, t0 = proc_counters(pids), time.monotonic()
     sampler = Sampler(server.port, ctx.dirs, ctx.seed, ctx.sample_rate)
     with RssWatch(server) as rss:
@@ -851,7 +875,7 @@ def measure_rate(server, spec, rate, ctx, plan):
         wall = time.monotonic() - t0
         c1 = proc_counters(pids)
         sampler.stop(time.monotonic() + TIMEOUT_S + 5)
-    weft1 = weft_stats(server.port) if spec["kind"] in WEFT_BINS else None
+    weft1 = weft_stats(server.port) if spec["kind"] in STATS_KINDS else None
     ctx.commands.setdefault(f"httperf rate {rate}", " ".join(shlex.quote(x) for x in cmds[0]))
     ctx.httperf_log.append((f"{spec['name']} rate {rate}", texts))
     samp = sampler.summary()
@@ -1409,10 +1433,16 @@ def main(argv=None):
         return SKIP if args.smoke else 1
     bins = weft_bins(args.build, args.knot_bin)
     for kind in sorted({s["kind"] for s in specs} - {"nginx", "apache"}):
-        path = bins["weft-run" if kind == "apache-weft" else kind]
-        if not os.access(path, os.X_OK):
-            log(f"web_bench: {path} not found: build first (cmake --build {args.build})")
-            return 1
+        if kind == "apache-weft":
+            needs = ["weft-run"]
+        elif kind in UNDER_WEFT_RUN:
+            needs = ["weft-run", UNDER_WEFT_RUN[kind]]
+        else:
+            needs = [kind]
+        for path in (bins[k] for k in needs):
+            if not os.access(path, os.X_OK):
+                log(f"web_bench: {path} not found: build first (cmake --build {args.build})")
+                return 1
     try:
         return run(args, specs, tools, bins)
     except KeyboardInterrupt:

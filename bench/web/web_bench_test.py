@@ -343,6 +343,24 @@ class ServersFile(unittest.TestCase):
                      f"ThreadsPerChild {wb.APACHE_THREADS}", f"ErrorLog {tmp}/error.log"):
             self.assertIn(line, conf)
 
+    def test_pool_is_the_same_binary_on_nptl_and_under_weft_run(self):
+        bins = wb.weft_bins("/b")
+        self.assertEqual((bins["pool"], bins["staged"]), ("/b/servers/pool/weft-pool", "/b/servers/staged/weft-staged"))
+        by = {s["name"]: s for s in wb.load_servers(wb.SERVERS_JSON, ["pool", "pool-weft", "staged"])}
+        self.assertEqual(by["pool"]["args"], by["pool-weft"]["args"])
+        nptl = wb.server_command(by["pool"], {}, bins, 1, "/files")(8080, "/tmp/x")
+        weft = wb.server_command(by["pool-weft"], {}, bins, 1, "/files")(8080, "/tmp/x")
+        tail = ["/b/servers/pool/weft-pool", "--listen", "127.0.0.1:8080", "--root", "/files"] + by["pool"]["args"]
+        self.assertEqual(nptl, ["taskset", "-c", "1"] + tail + ["--stats"])
+        self.assertEqual(weft, ["taskset", "-c", "1", "/b/posix/weft-run"] + tail + ["--stats"])
+        staged = wb.server_command(by["staged"], {}, bins, 1, "/files")(8080, "/tmp/x")
+        self.assertEqual(staged[:4], ["taskset", "-c", "1", "/b/servers/staged/weft-staged"])
+        self.assertIn("--vprocs", staged)
+        for kind in ("pool", "pool-weft", "staged"):
+            self.assertIn(kind, wb.STATS_KINDS)  # their counters are read like the other weft servers'
+        for name in by:
+            self.assertFalse(by[name]["default"])  # not in make run's set (the test above)
+
     def test_env_is_recorded_and_shown(self):
         spec = {"name": "knot-graph", "kind": "knot", "args": ["--mode", "nb"], "env": {"WEFT_GRAPH": "1"}}
         self.assertEqual(wb.base_record(spec, "wrk")["env"], {"WEFT_GRAPH": "1"})

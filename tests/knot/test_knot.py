@@ -4,12 +4,16 @@ per connection), and on the same suite the µserver (weft-userver) and
 WatPipe (weft-watpipe), which share its HTTP core.
 
     test_knot.py --server PATH [--mode c|nb|b|uring] [--args "FLAGS"] [--group G]
-                 [--sanitize] [unittest args]
+                 [--wrapper "CMD"] [--sanitize] [unittest args]
 
 --mode is weft-knot's (required for it); --args are more flags for every
 server started (a µserver configuration: "--procs 4 --shared"). The few
 tests of one server's own features (weft-knot's modes, accept models and
 access log) are skipped for the others, with a message.
+
+--wrapper runs every server started under a command (split like --args):
+weft-pool, a plain pthread program, is tested both on NPTL and as
+`--wrapper "build/posix/weft-run"` on weft threads (docs/pool.md).
 
 Each test class (or, where the test must stop the server itself, each test)
 starts its own weft-knot on 127.0.0.1 with a free port over a fresh document
@@ -83,6 +87,7 @@ class Config:
     prog = "weft-knot"  # its name: weft-knot, weft-userver, weft-watpipe
     mode = None       # weft-knot's c, nb, b, uring
     extra = []        # --args
+    wrapper = []      # --wrapper: the command every server runs under (weft-run)
     group = "all"
     sanitize = False  # an ASan build: about 3x slower
 
@@ -122,8 +127,13 @@ def config_args():
     return (["--mode", CFG.mode] if is_knot() else []) + list(CFG.extra)
 
 
+def server_args(root, port=0, flags=()):
+    """The server's arguments (without the program and --wrapper)."""
+    return ["--listen", f"{HOST}:{port}", "--root", root, *config_args(), *flags]
+
+
 def server_cmd(root, port=0, flags=()):
-    return [CFG.server, "--listen", f"{HOST}:{port}", "--root", root, *config_args(), *flags]
+    return [*CFG.wrapper, CFG.server, *server_args(root, port, flags)]
 
 
 def slow(seconds):
@@ -1781,7 +1791,8 @@ class CommandLineTest(unittest.TestCase):
     group = "core"
 
     def run_server(self, *args):
-        return subprocess.run([CFG.server, *args], capture_output=True, timeout=slow(20), stdin=subprocess.DEVNULL)
+        return subprocess.run([*CFG.wrapper, CFG.server, *args], capture_output=True, timeout=slow(20),
+                              stdin=subprocess.DEVNULL)
 
     def test_help(self):
         res = self.run_server("--help")
@@ -1799,7 +1810,8 @@ class CommandLineTest(unittest.TestCase):
     def test_usage_errors_exit_2(self):
         own = {"weft-knot": [("--threads", "-1"), ("--mode",)],
                "weft-userver": [("--procs", "0"), ("--events", "kqueue"), ("--procs",)],
-               "weft-watpipe": [("--writers", "0"), ("--writers",)]}.get(CFG.prog, [])
+               "weft-watpipe": [("--writers", "0"), ("--writers",)],
+               "weft-pool": [("--workers", "0"), ("--workers", "x"), ("--workers",)]}.get(CFG.prog, [])
         for args in [("--bogus",), ("--max-conns", "0"), ("--keepalive-timeout", "0"), ("--header-timeout", "nan"),
                      ("--listen", "nocolon"), ("--listen", "127.0.0.1:70000"), ("stray",), ("--root",)] + own:
             with self.subTest(args=args):
@@ -1808,13 +1820,13 @@ class CommandLineTest(unittest.TestCase):
                 self.assertTrue(res.stderr.startswith(CFG.prog.encode() + b": "), res.stderr)
 
     def test_missing_root_exits_1(self):
-        res = self.run_server(*server_cmd("/nonexistent")[1:])
+        res = self.run_server(*server_args("/nonexistent"))
         self.assertEqual(res.returncode, 1)
         self.assertIn(b"cannot read the root '/nonexistent'", res.stderr)
 
     def test_root_that_is_a_file_exits_1(self):
         with tempfile.NamedTemporaryFile() as f:
-            res = self.run_server(*server_cmd(f.name)[1:])
+            res = self.run_server(*server_args(f.name))
         self.assertEqual(res.returncode, 1)
         self.assertIn(b"cannot read the root", res.stderr)
 
@@ -1824,7 +1836,7 @@ class CommandLineTest(unittest.TestCase):
             s.listen(1)
             port = s.getsockname()[1]
             with tempfile.TemporaryDirectory() as root:
-                res = self.run_server(*server_cmd(root, port)[1:])
+                res = self.run_server(*server_args(root, port))
         self.assertEqual(res.returncode, 1, res.stdout)
         self.assertIn(f"cannot listen on {HOST}:{port}".encode(), res.stderr)
 
@@ -1874,6 +1886,10 @@ class OtherConfigurationsTest(PerTestServerCase):
         "weft-staged": {"three vprocs": ["--vprocs", "3"],
                         "two vprocs sharing a socket": ["--vprocs", "2", "--no-reuseport"],
                         "no block cache, fd cache of one": ["--cache-mb", "0", "--fd-cache", "1"]},
+        # One worker serves the six clients one after another (each holds
+        # it for its five keep-alive requests); the rest queue meanwhile.
+        "weft-pool": {"one worker": ["--workers", "1"], "four workers": ["--workers", "4"],
+                      "fd cache of one": ["--fd-cache", "1"]},
     }
 
     def test_other_configurations(self):
@@ -1960,6 +1976,11 @@ class ManyConnectionsTest(KnotTestCase):
         cls.conns = cls.CONNS
         if hard < cls.conns + 200:
             raise unittest.SkipTest(f"RLIMIT_NOFILE hard limit {hard} is too low for {cls.conns} connections")
+        if CFG.prog == "weft-pool":
+            # A worker holds its connection while it idles between requests
+            # (the thread-pool design, docs/pool.md): the pool serves at most
+            # --workers connections at once, so it needs one per connection.
+            cls.flags = ManyConnectionsTest.flags + ("--workers", str(cls.conns + 100))
         super().setUpClass()
 
     @classmethod
@@ -2155,10 +2176,11 @@ def main():
         return many_client_main(sys.argv[2:])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 epilog="Other arguments go to unittest (e.g. -k NAME, -v, Class.test).")
-    p.add_argument("--server", required=True, help="path of weft-knot, weft-userver or weft-watpipe")
+    p.add_argument("--server", required=True, help="path of weft-knot, weft-userver, weft-watpipe or another weft server")
     p.add_argument("--mode", choices=MODES, help="weft-knot's mode (required for it)")
     p.add_argument("--args", default="", help="more flags for every server started (e.g. \"--procs 4 --shared\")")
     p.add_argument("--group", default="all", choices=GROUPS)
+    p.add_argument("--wrapper", default="", help="a command every server runs under (e.g. \"build/posix/weft-run\")")
     p.add_argument("--sanitize", action="store_true", help="the server is a sanitizer build")
     args, rest = p.parse_known_args()
     if not os.access(args.server, os.X_OK):
@@ -2167,12 +2189,14 @@ def main():
     CFG.prog = os.path.basename(CFG.server)
     if CFG.prog == "weft-knot-linked":  # weft-knot built for linked stacks: the same server
         CFG.prog = "weft-knot"
-    if CFG.prog not in ("weft-knot", "weft-userver", "weft-watpipe", "weft-staged"):
-        p.error(f"{CFG.prog}: not a server this suite knows (weft-knot, weft-userver, weft-watpipe, weft-staged)")
+    if CFG.prog not in ("weft-knot", "weft-userver", "weft-watpipe", "weft-staged", "weft-pool"):
+        p.error(f"{CFG.prog}: not a server this suite knows (weft-knot, weft-userver, weft-watpipe, weft-staged, "
+                "weft-pool)")
     if is_knot() and not args.mode:
         p.error("weft-knot needs --mode")
     CFG.mode, CFG.group, CFG.sanitize = args.mode, args.group, args.sanitize
     CFG.extra = shlex.split(args.args)
+    CFG.wrapper = shlex.split(args.wrapper)
     try:
         unittest.main(module=__name__, argv=[sys.argv[0], *rest], verbosity=2)
     finally:
