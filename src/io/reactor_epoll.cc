@@ -69,7 +69,17 @@ private:
             tsp = &ts;
         }
         vp->stats.io_syscalls.add();
-        int n = epoll_pwait2(ep_, events_, kBatch, tsp, nullptr);
+        int n = -1;
+        if (!no_pwait2_) {
+            n = epoll_pwait2(ep_, events_, kBatch, tsp, nullptr);
+            // Linux before 5.11, a seccomp filter or Valgrind: without the
+            // fallback every idle wait returned at once, and no event came.
+            if (n < 0 && errno == ENOSYS) no_pwait2_ = true;
+        }
+        if (no_pwait2_) {
+            const int64_t ms = timeout_ns < 0 ? -1 : (timeout_ns + 999999) / 1000000; // rounded up: never early
+            n = epoll_wait(ep_, events_, kBatch, ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms));
+        }
         for (int i = 0; i < n; ++i) {
             if (events_[i].data.ptr == nullptr) continue; // the wake-up eventfd
             uint32_t e = events_[i].events;
@@ -79,6 +89,7 @@ private:
 
     static constexpr int kBatch = 256; // events per epoll_wait: amortises the call at high concurrency
     int ep_, efd_;
+    bool no_pwait2_ = false; // the kernel says ENOSYS: epoll_wait, in milliseconds
     epoll_event events_[kBatch];
 };
 
