@@ -9,7 +9,9 @@
 #                     then linked vs fixed stacks: bigstack, idle memory, hot split (results/stacks_runtime.json)
 #   make bench-graph  weft-knot's blocking graph under load, drawn (results/knot-graph.png)
 #   make bench-posix  the same unmodified pthread binaries on NPTL and under weft-run (results/posix_micro.*)
-#   make bench-staged StagedServer: operation costs, Fig. 2 cohort writes, Fig. 8 pub-sub threaded vs staged (results/stage*, pubsub.*)
+#   make bench-staged StagedServer: operation costs, Fig. 2 cohort writes, Fig. 8 pub-sub threaded vs staged,
+#                     next PC vs call chains, Fig. 6 weft-staged vs thread pools (results/stage*, pubsub.*, cohort_sites.*, fig6.*)
+#   make bench-cachegrind  the same under Valgrind's cache simulator, scaled down: misses per event and per write (results/cachegrind.*)
 #   make bench-admission  Capriccio §5.3: producers/consumers under a cgroup memory limit, NPTL and weft
 #                     FIFO against the resource-aware policy (results/admission.*; root; QUICK=1 < 1 min)
 #   make fuzz         the HTTP parser under libFuzzer for a bounded time (FUZZ_SECONDS)
@@ -23,7 +25,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind fuzz install clean
 
 all: build
 
@@ -110,6 +112,17 @@ bench-staged: build
 	taskset -c 1 $(BUILD)/bench/weft-stage-bench --json | tee results/stage_ops.json
 	$(BUILD)/bench/weft-stage-bench --writes --json $(if $(QUICK),--ops 2048 --reps 1) | tee results/stage_writes.json
 	$(PYTHON) bench/stage/pubsub_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+	$(PYTHON) bench/stage/cohort_sites.py --build $(BUILD) --out-dir results $(if $(QUICK),--reps 1)
+	@scripts/deps.sh httperf wrk
+	$(PYTHON) bench/stage/fig6.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+# StagedServer's cache claims without hardware counters: valgrind's cachegrind
+# (and callgrind's identical simulator for Fig. 2's per-cohort split) on
+# scaled-down runs, WEFT_IO=poll (bench/stage/cachegrind.py, docs/staged-cachegrind.md;
+# ~2 minutes, QUICK=1 ~20 s).
+bench-cachegrind: build
+	@scripts/deps.sh valgrind
+	$(PYTHON) bench/stage/cachegrind.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 bench-knot: build
 	@scripts/deps.sh nginx-light wrk
