@@ -2,8 +2,8 @@
  * and TIMER_ABSTIME, CLOCK_MONOTONIC and CLOCK_REALTIME) from 100 threads at
  * once. Thread i uses kind i % 6; sleep(1) sleeps 1 s, the others 300 ms.
  *  - each returns 0 having slept at least what it asked (for TIMER_ABSTIME:
- *    the clock has reached the deadline), and at most 1 s more;
- *  - the sleeps overlap: total wall time < 2 s (100 one after another would
+ *    the clock has reached the deadline), and at most 3 s more (CTest runs two jobs: a loaded machine);
+ *  - the sleeps overlap: total wall time < 5 s (100 one after another would
  *    take over 40 s);
  *  - nanosleep with tv_nsec >= 1e9 gives EINVAL; clock_nanosleep returns
  *    EINVAL (as its result) for it, and for the calling thread's CPU-time clock.
@@ -42,8 +42,8 @@ static void *sleeper(void *arg) {
     }
     }
     long long slept = now_ns(CLOCK_MONOTONIC) - t0;
-    if (slept < want || slept > want + NS_PER_S)
-        FAIL("%s slept %lld ns (want %lld .. %lld)", kinds[kind], slept, want, want + NS_PER_S);
+    if (slept < want || slept > want + 3 * NS_PER_S)
+        FAIL("%s slept %lld ns (want %lld .. %lld)", kinds[kind], slept, want, want + 3 * NS_PER_S);
     return NULL;
 }
 
@@ -65,7 +65,7 @@ int main(void) {
     for (int i = 0; i < THREADS; ++i) CHECK_OK(pthread_join(t[i], NULL));
     long long total = now_ns(CLOCK_MONOTONIC) - t0;
     CHECK_LE(NS_PER_S, total);
-    CHECK_LE(total, 2 * NS_PER_S);
+    CHECK_LE(total, 5 * NS_PER_S);
     CHECK_OK(pthread_barrier_destroy(&start));
 
     printf("ok sleepers %d threads in 6 kinds of sleep overlapped: %.0f ms wall\n", THREADS,
