@@ -209,6 +209,15 @@ void unlink(FdState *s, IoWaiter *w) {
     w->linked = false;
 }
 
+// Tell the continuation waiters collected under a descriptor's lock.
+void call_wakes(IoWaiter *w, int result) {
+    while (w) {
+        IoWaiter *n = w->next; // w may be reused once told
+        w->wake(w, result);
+        w = n;
+    }
+}
+
 uint8_t ready_bits(uint32_t revents) {
     uint8_t b = 0;
     if (revents & (POLLIN | POLLRDHUP | POLLERR | POLLHUP | POLLNVAL)) b |= FdState::kReadable;
@@ -236,6 +245,7 @@ uint32_t io_ready(FdState *s, uint32_t revents) {
     const bool smp = vp->smp;
     vp->stats.io_completions.add();
     WakeList woken;
+    IoWaiter *calls = nullptr;
     uint32_t still;
     {
         SpinGuard g(s->lock, smp);
@@ -248,13 +258,19 @@ uint32_t io_ready(FdState *s, uint32_t revents) {
             IoWaiter *n = w->next;
             if (w->events & mask) {
                 unlink(s, w);
-                if (claim(w->t, smp)) woken.add(w->t);
+                if (!w->t) { // a continuation: told after the lock is released
+                    w->next = calls;
+                    calls = w;
+                } else if (claim(w->t, smp)) {
+                    woken.add(w->t);
+                }
             }
             w = n;
         }
         still = s->wanted();
     }
     woken.make_ready_all(0);
+    call_wakes(calls, 0);
     return still;
 }
 
@@ -287,6 +303,24 @@ int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDe
     }
     park_release(vp->current);
     return r;
+}
+
+int wait_fd_async(Vproc *vp, FdState *s, int fd, IoWaiter *w, uint32_t seq) {
+    SpinGuard g(s->lock, vp->smp);
+    if (s->seq.load(std::memory_order_relaxed) != seq) return 1; // an event came: try again
+    s->clear_ready(w->events);
+    if (int e = arm_locked(vp, s, fd, w->events)) return e;
+    link(s, w);
+    ++vp->io_waiters;
+    vp->stats.io_parks.add();
+    return 0;
+}
+
+bool cancel_fd_async(Vproc *vp, FdState *s, IoWaiter *w) {
+    SpinGuard g(s->lock, vp->smp);
+    if (!w->linked) return false;
+    unlink(s, w);
+    return true;
 }
 
 int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32_t *seqs, size_t n,
@@ -335,6 +369,7 @@ int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32
 
 void fd_forget(Vproc *vp, FdState *s, int fd) {
     WakeList woken;
+    IoWaiter *calls = nullptr;
     // Another vproc's reactor drops the registration on its own kernel
     // thread, and this one waits for that outside the lock (that vproc may
     // be delivering an event for fd and need the lock): only then may the
@@ -348,7 +383,12 @@ void fd_forget(Vproc *vp, FdState *s, int fd) {
         SpinGuard g(s->lock, vp->smp);
         while (IoWaiter *w = s->head) {
             unlink(s, w);
-            if (claim(w->t, vp->smp)) woken.add(w->t);
+            if (!w->t) {
+                w->next = calls;
+                calls = w;
+            } else if (claim(w->t, vp->smp)) {
+                woken.add(w->t);
+            }
         }
         if (s->reactor && !s->reactor->disarm_is_remote(vp)) s->reactor->disarm_from(vp, fd, s);
         s->reactor = nullptr;
@@ -359,6 +399,7 @@ void fd_forget(Vproc *vp, FdState *s, int fd) {
         s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
     }
     woken.make_ready_all(EBADF);
+    call_wakes(calls, EBADF);
 }
 
 // ---- completions -----------------------------------------------------------

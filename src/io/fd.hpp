@@ -55,10 +55,14 @@ enum class FdKind : uint8_t {
 // One thread waiting for events on one descriptor. Lives on the waiting
 // thread's stack; linked into FdState's list under its lock.
 struct IoWaiter {
-    Tcb *t;
+    Tcb *t;           // the parked thread; nullptr: a continuation, told through wake
     IoWaiter *prev, *next;
     uint32_t events;  // POLLIN / POLLOUT wanted
     bool linked;
+    // t == nullptr (wait_fd_async): called once, outside the descriptor's
+    // lock, on the vproc whose reactor delivered the event — with 0 for an
+    // event, EBADF when the descriptor was closed. It must not block.
+    void (*wake)(IoWaiter *w, int result) = nullptr;
 };
 
 struct FdState {
@@ -164,6 +168,17 @@ void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonbl
 // `events`: park until an event, unless one came meanwhile. 0 = try again,
 // else ETIMEDOUT or EBADF.
 int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site);
+// The same for a waiter that is not a thread (a virtual thread's
+// continuation: w->t == nullptr, w->wake and w->events set): link w unless
+// an event came since `seq`. 0: linked, w->wake comes later; 1: an event
+// came meanwhile, try again; else the errno of a descriptor the reactor
+// cannot watch. Every wait_fd_async that returns 0 counts in
+// vp->io_waiters until the waiter calls io_waiter_done(vp).
+int wait_fd_async(Vproc *vp, FdState *s, int fd, IoWaiter *w, uint32_t seq);
+inline void io_waiter_done(Vproc *vp) { --vp->io_waiters; }
+// Take w off fd's list if it is still there: true if it was, and then its
+// wake will not be called.
+bool cancel_fd_async(Vproc *vp, FdState *s, IoWaiter *w);
 // A read or write moved less than asked on a stream: the buffer is drained
 // (or full); the next attempt parks first unless an event came since `seq`.
 void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq);

@@ -1,0 +1,282 @@
+// weft/vt.hpp — Virtual Threads on C++20 coroutines (virtual-threads.txt;
+// docs/virtual-threads.md).
+//
+// A virtual thread is threaded code whose blocking functions are
+// coroutines: where a weft thread parks its whole stack, a virtual thread
+// keeps only the frames of the coroutines that are suspended — the compiler
+// does what the paper's `vtify` did by hand, and sizes each frame. They run
+// as continuations on one event loop per vproc (the paper's Fig. 5: an
+// active and a yield queue, fed by weft's reactor and timers):
+//
+//     weft::vt::Task<ssize_t> echo_once(int fd) {          // a "multistate" function
+//         char buf[512];
+//         ssize_t n = co_await weft::vt::read(fd, buf, sizeof buf);
+//         if (n > 0) n = co_await weft::vt::write(fd, buf, static_cast<size_t>(n));
+//         co_return n;
+//     }
+//     weft::vt::Task<> conn(int fd) {                       // a virtual thread's body
+//         while (co_await echo_once(fd) > 0) {}
+//         co_await weft::vt::close(fd);
+//     }
+//     ... weft::vt::spawn(conn(fd));                       // from a weft thread or a virtual thread
+//
+// Results follow the blocking calls: >= 0, or -1 with errno set as the
+// awaitable resumes. Frames come from per-vproc pools; an awaited I/O
+// operation allocates nothing. Virtual threads and weft threads mix: a weft
+// thread joins a virtual thread with Handle::join(); a virtual thread may
+// call any non-blocking weft function.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <utility>
+
+#include "weft/weft.h"
+
+namespace weft::vt {
+
+struct VThread;
+template <class T = void> class Task;
+
+namespace detail {
+
+// Coroutine frames: per-vproc free lists by 64-byte size class (frames up
+// to 4 KiB; larger ones from malloc).
+void *frame_alloc(size_t n);
+void frame_free(void *p, size_t n) noexcept;
+
+// The virtual thread running on this kernel thread's loop (nullptr: none).
+VThread *current() noexcept;
+// Where v continues when it next runs.
+void set_resume(VThread *v, std::coroutine_handle<> h) noexcept;
+// v's top coroutine has finished (its final suspend).
+std::coroutine_handle<> top_done(VThread *v) noexcept;
+
+struct PromiseBase {
+    std::coroutine_handle<> continuation; // the awaiting coroutine; none for a virtual thread's top
+    std::exception_ptr error;
+    VThread *vt = nullptr;
+
+    static void *operator new(size_t n) { return frame_alloc(n); }
+    static void operator delete(void *p, size_t n) noexcept { frame_free(p, n); }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    struct Final {
+        bool await_ready() noexcept { return false; }
+        template <class P> std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+            PromiseBase &p = h.promise();
+            return p.continuation ? p.continuation : top_done(p.vt);
+        }
+        void await_resume() noexcept {}
+    };
+    Final final_suspend() noexcept { return {}; }
+    void unhandled_exception() noexcept { error = std::current_exception(); }
+};
+
+template <class T> struct Promise : PromiseBase {
+    T value{};
+    Task<T> get_return_object() noexcept;
+    template <class U> void return_value(U &&v) { value = std::forward<U>(v); }
+};
+template <> struct Promise<void> : PromiseBase {
+    Task<void> get_return_object() noexcept;
+    void return_void() noexcept {}
+};
+
+} // namespace detail
+
+// A coroutine that may block: awaited from another one (it runs, the
+// awaiter resumes when it returns) or spawned as a virtual thread's body.
+// Starts only when awaited or spawned; owns its frame.
+template <class T> class [[nodiscard]] Task {
+public:
+    using promise_type = detail::Promise<T>;
+    using Handle = std::coroutine_handle<promise_type>;
+
+    Task() = default;
+    explicit Task(Handle h) noexcept : h_(h) {}
+    Task(Task &&o) noexcept : h_(std::exchange(o.h_, {})) {}
+    Task &operator=(Task &&o) noexcept {
+        if (this != &o) {
+            if (h_) h_.destroy();
+            h_ = std::exchange(o.h_, {});
+        }
+        return *this;
+    }
+    ~Task() {
+        if (h_) h_.destroy();
+    }
+    Handle release() noexcept { return std::exchange(h_, {}); }
+
+    bool await_ready() const noexcept { return !h_ || h_.done(); }
+    template <class P> std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) noexcept {
+        h_.promise().continuation = parent;
+        h_.promise().vt = parent.promise().vt;
+        return h_; // symmetric transfer: no stack grows, however deep the chain
+    }
+    T await_resume() {
+        if (h_.promise().error) std::rethrow_exception(h_.promise().error);
+        if constexpr (!std::is_void_v<T>) return std::move(h_.promise().value);
+    }
+
+private:
+    Handle h_;
+};
+
+namespace detail {
+template <class T> Task<T> Promise<T>::get_return_object() noexcept {
+    return Task<T>(std::coroutine_handle<Promise<T>>::from_promise(*this));
+}
+inline Task<void> Promise<void>::get_return_object() noexcept {
+    return Task<void>(std::coroutine_handle<Promise<void>>::from_promise(*this));
+}
+} // namespace detail
+
+// A virtual thread, as its creator holds it: join it (from a weft thread,
+// or co_await it from a virtual thread) or let it go (the destructor
+// detaches). Its body's exception, if any, is rethrown by join.
+class Handle {
+public:
+    Handle() = default;
+    explicit Handle(VThread *v) noexcept : v_(v) {}
+    Handle(Handle &&o) noexcept : v_(std::exchange(o.v_, nullptr)) {}
+    Handle &operator=(Handle &&o) noexcept;
+    Handle(const Handle &) = delete;
+    Handle &operator=(const Handle &) = delete;
+    ~Handle();
+
+    // From a weft thread (not a virtual thread): wait until it has finished.
+    void join();
+    // From a virtual thread: co_await h.
+    bool await_ready() const noexcept;
+    bool await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume();
+    explicit operator bool() const noexcept { return v_ != nullptr; }
+
+private:
+    VThread *v_ = nullptr;
+};
+
+// Start body as a virtual thread on this vproc's loop (vproc: on that
+// one's). From a weft thread or a virtual thread.
+Handle spawn(Task<void> body);
+Handle spawn_on(int vproc, Task<void> body);
+
+namespace detail {
+// The suspension of an I/O operation on a descriptor: one non-blocking
+// attempt at a time, parked on the reactor in between. Allocation-free.
+struct IoOp {
+    int fd;
+    uint32_t events;           // POLLIN or POLLOUT
+    ssize_t result = 0;        // >= 0 or -errno
+    // One non-blocking try: >= 0 (done), -EAGAIN (wait for `events`), or another -errno.
+    virtual ssize_t attempt() noexcept = 0;
+
+    // Runtime state.
+    VThread *vt = nullptr;
+    void *fdstate = nullptr;
+    uint32_t seq = 0;
+    int woke = 0;              // what the reactor said (0, EBADF)
+    std::coroutine_handle<> h;
+    alignas(8) unsigned char waiter[64]; // the reactor's IoWaiter
+
+    IoOp(int f, uint32_t ev) noexcept : fd(f), events(ev) {}
+    IoOp(const IoOp &) = delete;
+    IoOp &operator=(const IoOp &) = delete;
+    bool await_ready() noexcept { return io_begin(this); }
+    bool await_suspend(std::coroutine_handle<> c) noexcept { return io_park(this, c); }
+    ssize_t await_resume() noexcept { return io_result(this); }
+
+    static bool io_begin(IoOp *op) noexcept;                       // done at once?
+    static bool io_park(IoOp *op, std::coroutine_handle<> c) noexcept; // suspended?
+    static ssize_t io_result(IoOp *op) noexcept;
+};
+} // namespace detail
+
+// ---- the awaitable calls ---------------------------------------------------
+
+struct ReadOp final : detail::IoOp {
+    ReadOp(int fd, void *b, size_t n) noexcept : IoOp(fd, 0x001 /* POLLIN */), buf(b), len(n) {}
+    void *buf;
+    size_t len;
+    ssize_t attempt() noexcept override;
+};
+// All of it, unless an error (then what went, if anything).
+struct WriteOp final : detail::IoOp {
+    WriteOp(int fd, const void *b, size_t n, int f) noexcept : IoOp(fd, 0x004 /* POLLOUT */), buf(b), len(n), flags(f) {}
+    const void *buf;
+    size_t len, done = 0;
+    int flags;                 // send(2) flags; -1: write(2)
+    ssize_t attempt() noexcept override;
+};
+struct RecvOp final : detail::IoOp {
+    RecvOp(int fd, void *b, size_t n, int f) noexcept : IoOp(fd, 0x001), buf(b), len(n), flags(f) {}
+    void *buf;
+    size_t len;
+    int flags;
+    ssize_t attempt() noexcept override;
+};
+struct AcceptOp final : detail::IoOp {
+    AcceptOp(int fd, sockaddr *a, socklen_t *l, int f) noexcept : IoOp(fd, 0x001), addr(a), len(l), flags(f) {}
+    sockaddr *addr;
+    socklen_t *len;
+    int flags;
+    ssize_t attempt() noexcept override;
+};
+
+inline ReadOp read(int fd, void *buf, size_t n) noexcept { return {fd, buf, n}; }
+inline WriteOp write(int fd, const void *buf, size_t n) noexcept { return {fd, buf, n, -1}; }
+inline RecvOp recv(int fd, void *buf, size_t n, int flags = 0) noexcept { return {fd, buf, n, flags}; }
+inline WriteOp send(int fd, const void *buf, size_t n, int flags = 0) noexcept { return {fd, buf, n, flags}; }
+inline AcceptOp accept(int fd, sockaddr *addr = nullptr, socklen_t *len = nullptr, int flags = 0) noexcept {
+    return {fd, addr, len, flags};
+}
+// close: weft_close (wakes anyone waiting on fd with EBADF). Never waits.
+int close(int fd) noexcept;
+
+// Run the other ready virtual threads first (the paper's VT_yield: onto the
+// yield queue).
+struct Yield {
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume() const noexcept {}
+};
+inline Yield yield() noexcept { return {}; }
+
+// Sleep until a CLOCK_MONOTONIC time (weft_now_ns), or for a while.
+struct SleepUntil {
+    uint64_t deadline;
+    alignas(8) unsigned char timer[40]; // the vproc's Timer
+    VThread *vt = nullptr;
+    bool await_ready() const noexcept { return deadline <= weft_now_ns(); }
+    void await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume() const noexcept {}
+};
+inline SleepUntil sleep_until(uint64_t deadline_ns) noexcept { return {deadline_ns, {}, nullptr}; }
+inline SleepUntil sleep_for(uint64_t ns) noexcept { return {weft_now_ns() + ns, {}, nullptr}; }
+
+// Continue on vproc vp's loop (the paper's migration; a no-op if already there).
+struct Migrate {
+    int vproc;
+    bool await_ready() const noexcept;
+    void await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume() const noexcept {}
+};
+inline Migrate migrate(int vproc) noexcept { return {vproc}; }
+
+// ---- what the runtime can tell -------------------------------------------------
+
+struct Stats {
+    uint64_t spawned, finished, live;     // virtual threads
+    uint64_t resumes, io_parks, migrations;
+    uint64_t frames, frame_bytes;         // frames allocated so far, bytes of those now live
+    uint64_t largest_frame;               // bytes
+};
+// Summed over every vproc.
+Stats stats() noexcept;
+
+} // namespace weft::vt
