@@ -245,6 +245,91 @@ TEST_P(VtOnVprocs, AcceptAndSendServeLoopbackClients) {
     }));
 }
 
+vt::Task<> timed_read(int fd, uint64_t deadline, ssize_t *r, int *err) {
+    char c;
+    *r = co_await vt::until(vt::read(fd, &c, 1), deadline);
+    *err = errno;
+}
+
+TEST_P(VtOnVprocs, AReadWithADeadlineEndsWithEtimedoutAndDataBeforeItIsRead) {
+    ASSERT_EQ(0, run([] {
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        ssize_t r = 0;
+        int err = 0;
+        uint64_t t0 = weft_now_ns();
+        vt::spawn(timed_read(p[0], t0 + 30 * wt::kMs, &r, &err)).join();
+        EXPECT_EQ(-1, r);
+        EXPECT_EQ(ETIMEDOUT, err);
+        EXPECT_GE(weft_now_ns() - t0, 30 * wt::kMs);
+        // The waiter left the descriptor: data written later is read by the next one.
+        ASSERT_EQ(1, weft_write(p[1], "y", 1));
+        vt::spawn(timed_read(p[0], weft_now_ns() + 5 * wt::kSec, &r, &err)).join();
+        EXPECT_EQ(1, r);
+        weft_close(p[0]);
+        weft_close(p[1]);
+    }));
+}
+
+vt::Task<> send_file_and_head(int sock, int file, size_t size, ssize_t *head, ssize_t *body) {
+    struct iovec iov[2] = {{const_cast<char *>("HEAD"), 4}, {const_cast<char *>(":"), 1}};
+    *head = co_await vt::writev(sock, iov, 2);
+    *body = co_await vt::sendfile(sock, file, 0, size);
+    vt::close(sock);
+}
+
+TEST_P(VtOnVprocs, WritevAndSendfileMoveEverythingThroughAFullSocket) {
+    ASSERT_EQ(0, run([] {
+        char path[] = "/tmp/weft-vt-XXXXXX";
+        int file = mkstemp(path);
+        ASSERT_GE(file, 0);
+        unlink(path);
+        std::string data(3 << 20, '\0'); // far more than a socket buffer: the sender parks many times
+        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + i % 23);
+        ASSERT_EQ(static_cast<ssize_t>(data.size()), write(file, data.data(), data.size()));
+        int sv[2];
+        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+        ssize_t head = 0, body = 0;
+        vt::Handle h = vt::spawn(send_file_and_head(sv[1], file, data.size(), &head, &body));
+        std::string got;
+        char buf[65536];
+        for (ssize_t n; (n = weft_read(sv[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+        h.join();
+        EXPECT_EQ(5, head);
+        EXPECT_EQ(static_cast<ssize_t>(data.size()), body);
+        EXPECT_EQ("HEAD:" + data, got);
+        weft_close(sv[0]);
+        close(file);
+    }));
+}
+
+vt::Task<> taker(weft_sem_t *sem, int *counter) {
+    for (int i = 0; i < 100; ++i) {
+        // A weft semaphore blocks a thread, not a continuation: wait on one.
+        // (Not a mutex: the thread that would own it ends at once.)
+        co_await vt::on_thread([sem] { weft_sem_wait(sem); });
+        ++*counter;
+        weft_sem_post(sem);
+        co_await vt::yield();
+    }
+}
+
+TEST_P(VtOnVprocs, OnThreadLetsAVirtualThreadWaitOnWeftSynchronisation) {
+    ASSERT_EQ(0, run([] {
+        weft_sem_t sem;
+        weft_sem_init(&sem, 0); // taken while they start: they must wait
+        int counter = 0;
+        std::vector<vt::Handle> hs;
+        for (int i = 0; i < 4; ++i) hs.push_back(vt::spawn(taker(&sem, &counter)));
+        weft_sleep_ns(5 * wt::kMs);
+        EXPECT_EQ(0, counter);
+        weft_sem_post(&sem);
+        for (auto &h : hs) h.join();
+        EXPECT_EQ(400, counter);
+        weft_sem_destroy(&sem);
+    }));
+}
+
 // ---- migration --------------------------------------------------------------------
 
 vt::Task<> wanderer(std::vector<int> *where, int hops) {

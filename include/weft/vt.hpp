@@ -29,11 +29,13 @@
 
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <type_traits>
 #include <utility>
 
 #include "weft/weft.h"
@@ -173,8 +175,11 @@ struct IoOp {
     int fd;
     uint32_t events;           // POLLIN or POLLOUT
     ssize_t result = 0;        // >= 0 or -errno
+    uint64_t deadline = 0;     // weft_now_ns() time after which a wait fails with ETIMEDOUT (0: none)
     // One non-blocking try: >= 0 (done), -EAGAIN (wait for `events`), or another -errno.
     virtual ssize_t attempt() noexcept = 0;
+    // Bytes a transfer has moved so far (what a timeout returns, if any).
+    virtual ssize_t done_so_far() const noexcept { return 0; }
 
     // Runtime state.
     VThread *vt = nullptr;
@@ -183,6 +188,7 @@ struct IoOp {
     int woke = 0;              // what the reactor said (0, EBADF)
     std::coroutine_handle<> h;
     alignas(8) unsigned char waiter[64]; // the reactor's IoWaiter
+    alignas(8) unsigned char timer[40];  // the vproc's Timer, for `deadline`
 
     IoOp(int f, uint32_t ev) noexcept : fd(f), events(ev) {}
     IoOp(const IoOp &) = delete;
@@ -211,6 +217,7 @@ struct WriteOp final : detail::IoOp {
     const void *buf;
     size_t len, done = 0;
     int flags;                 // send(2) flags; -1: write(2)
+    ssize_t done_so_far() const noexcept override { return static_cast<ssize_t>(done); }
     ssize_t attempt() noexcept override;
 };
 struct RecvOp final : detail::IoOp {
@@ -228,6 +235,27 @@ struct AcceptOp final : detail::IoOp {
     ssize_t attempt() noexcept override;
 };
 
+// Several buffers, all of them (writev), unless an error.
+struct WritevOp final : detail::IoOp {
+    static constexpr int kMax = 8;
+    WritevOp(int fd, const struct iovec *v, int n) noexcept;
+    struct iovec iov[kMax];
+    int cnt, first = 0;
+    size_t done = 0;
+    ssize_t done_so_far() const noexcept override { return static_cast<ssize_t>(done); }
+    ssize_t attempt() noexcept override;
+};
+// A file's bytes to a socket, all `count` of them (non-blocking sendfile,
+// parked on the socket in between), unless an error or the file ends.
+struct SendfileOp final : detail::IoOp {
+    SendfileOp(int out, int in, off_t off, size_t n) noexcept : IoOp(out, 0x004), in_fd(in), offset(off), count(n) {}
+    int in_fd;
+    off_t offset;
+    size_t count, done = 0;
+    ssize_t done_so_far() const noexcept override { return static_cast<ssize_t>(done); }
+    ssize_t attempt() noexcept override;
+};
+
 inline ReadOp read(int fd, void *buf, size_t n) noexcept { return {fd, buf, n}; }
 inline WriteOp write(int fd, const void *buf, size_t n) noexcept { return {fd, buf, n, -1}; }
 inline RecvOp recv(int fd, void *buf, size_t n, int flags = 0) noexcept { return {fd, buf, n, flags}; }
@@ -235,6 +263,22 @@ inline WriteOp send(int fd, const void *buf, size_t n, int flags = 0) noexcept {
 inline AcceptOp accept(int fd, sockaddr *addr = nullptr, socklen_t *len = nullptr, int flags = 0) noexcept {
     return {fd, addr, len, flags};
 }
+inline WritevOp writev(int fd, const struct iovec *iov, int n) noexcept { return {fd, iov, n}; }
+inline SendfileOp sendfile(int out, int in, off_t offset, size_t n) noexcept { return {out, in, offset, n}; }
+
+// Any of the above, failing with ETIMEDOUT once weft_now_ns() passes
+// deadline_ns (a send returns what went): co_await vt::until(vt::read(fd, b, n), dl).
+template <class Op> struct Until {
+    Op &op; // the temporary of the same full expression
+    bool await_ready() noexcept { return op.await_ready(); }
+    bool await_suspend(std::coroutine_handle<> c) noexcept { return op.await_suspend(c); }
+    ssize_t await_resume() noexcept { return op.await_resume(); }
+};
+template <class Op> Until<Op> until(Op &&op, uint64_t deadline_ns) noexcept {
+    op.deadline = deadline_ns;
+    return {op};
+}
+
 // close: weft_close (wakes anyone waiting on fd with EBADF). Never waits.
 int close(int fd) noexcept;
 
@@ -258,6 +302,33 @@ struct SleepUntil {
 };
 inline SleepUntil sleep_until(uint64_t deadline_ns) noexcept { return {deadline_ns, {}, nullptr}; }
 inline SleepUntil sleep_for(uint64_t ns) noexcept { return {weft_now_ns() + ns, {}, nullptr}; }
+
+// Run fn() on a weft thread of this vproc — it may block in any weft call,
+// take weft's locks, sleep, or weft_offload to a kernel worker — and resume
+// with its result once it returns (the paper's worker pools, §2.2.2, with
+// weft threads as the workers: tens of nanoseconds to start one).
+namespace detail {
+struct OnThreadBase {
+    VThread *vt = nullptr;
+    virtual void call() = 0;
+    void suspend(std::coroutine_handle<> h);
+};
+} // namespace detail
+template <class F> struct OnThread final : detail::OnThreadBase {
+    explicit OnThread(F f) : fn(std::move(f)) {}
+    F fn;
+    std::conditional_t<std::is_void_v<std::invoke_result_t<F &>>, int, std::invoke_result_t<F &>> value{};
+    void call() override {
+        if constexpr (std::is_void_v<std::invoke_result_t<F &>>) fn();
+        else value = fn();
+    }
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) { suspend(h); }
+    auto await_resume() {
+        if constexpr (!std::is_void_v<std::invoke_result_t<F &>>) return std::move(value);
+    }
+};
+template <class F> OnThread<F> on_thread(F fn) { return OnThread<F>(std::move(fn)); }
 
 // Continue on vproc vp's loop (the paper's migration; a no-op if already there).
 struct Migrate {

@@ -19,6 +19,8 @@
 #include "weft/vt.hpp"
 
 #include <poll.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -422,6 +424,28 @@ void Migrate::await_suspend(std::coroutine_handle<> h) noexcept {
     make_ready(v); // from here on it may run there: not touched again
 }
 
+void detail::OnThreadBase::suspend(std::coroutine_handle<> h) {
+    VThread *v = tl_current;
+    vt = v;
+    v->resume = h;
+    weft_thread_attr_t a;
+    weft_thread_attr_init(&a);
+    a.detached = 1;
+    a.home_vproc = weft_vproc_self();
+    a.name = "vt-on-thread";
+    weft_thread_t t;
+    auto body = [](void *p) -> void * {
+        auto *self = static_cast<OnThreadBase *>(p);
+        self->call(); // an exception here would be lost: on_thread's fn must not throw
+        make_ready(self->vt);
+        return nullptr;
+    };
+    if (weft_thread_create(&t, &a, body, this) != 0) { // no thread: run it here, blocking the loop
+        call();
+        make_ready(v);
+    }
+}
+
 // ---- I/O ---------------------------------------------------------------------
 
 namespace {
@@ -436,6 +460,22 @@ void io_wake(wd::IoWaiter *w, int result) {
     make_ready(op->vt);
 }
 
+struct IoTimer {
+    wd::Timer timer;
+    detail::IoOp *op;
+};
+
+// The deadline passed: if the waiter is still linked, take it off and wake
+// the thread with ETIMEDOUT (if an event took it first, that wake stands).
+void io_timeout(wd::Timer *t) {
+    detail::IoOp *op = reinterpret_cast<IoTimer *>(t)->op;
+    wd::Vproc *vp = wd::tls_vproc;
+    if (wd::cancel_fd_async(vp, static_cast<wd::FdState *>(op->fdstate), &reinterpret_cast<AsyncWaiter *>(op->waiter)->w)) {
+        op->woke = ETIMEDOUT;
+        make_ready(op->vt);
+    }
+}
+
 // Link op's waiter, trying again while events slip in. true: parked.
 bool io_wait(detail::IoOp *op) {
     wd::Vproc *vp = wd::tls_vproc;
@@ -448,9 +488,20 @@ bool io_wait(detail::IoOp *op) {
     for (;;) {
         op->woke = 0;
         op->vt->retry = op;
+        if (op->deadline && op->deadline <= weft_now_ns()) {
+            op->vt->retry = nullptr;
+            op->result = op->done_so_far() ? op->done_so_far() : -ETIMEDOUT;
+            return false;
+        }
         int rc = wd::wait_fd_async(vp, s, op->fd, &aw->w, op->seq);
         if (rc == 0) {
             add(counters.io_parks);
+            if (op->deadline) {
+                auto *it = new (op->timer) IoTimer{};
+                it->op = op;
+                it->timer.fire = io_timeout;
+                vp->timers.arm(&it->timer, op->deadline);
+            }
             return true;
         }
         op->vt->retry = nullptr;
@@ -467,9 +518,12 @@ bool io_wait(detail::IoOp *op) {
 // The loop runs a virtual thread parked on a descriptor: an event came (or
 // the descriptor closed). true: resume it; false: parked again.
 bool io_retry(detail::IoOp *op) {
-    wd::io_waiter_done(wd::tls_vproc);
+    wd::Vproc *vp = wd::tls_vproc;
+    wd::io_waiter_done(vp);
+    if (op->deadline) vp->timers.cancel(&reinterpret_cast<IoTimer *>(op->timer)->timer);
     if (op->woke) {
-        op->result = -op->woke;
+        const ssize_t done = op->done_so_far();
+        op->result = op->woke == ETIMEDOUT && done ? done : -op->woke;
         return true;
     }
     auto *s = static_cast<wd::FdState *>(op->fdstate);
@@ -482,6 +536,7 @@ bool io_retry(detail::IoOp *op) {
 
 namespace detail {
 static_assert(sizeof(AsyncWaiter) <= sizeof(IoOp::waiter), "IoOp::waiter holds an AsyncWaiter");
+static_assert(sizeof(IoTimer) <= sizeof(IoOp::timer), "IoOp::timer holds an IoTimer");
 
 bool IoOp::io_begin(IoOp *op) noexcept {
     wd::Vproc *vp = wd::tls_vproc;
@@ -530,6 +585,45 @@ ssize_t WriteOp::attempt() noexcept {
         }
         done += static_cast<size_t>(n);
         if (len == 0) break;
+    }
+    return static_cast<ssize_t>(done);
+}
+
+WritevOp::WritevOp(int fd, const struct iovec *v, int n) noexcept : IoOp(fd, POLLOUT), cnt(n < kMax ? n : kMax) {
+    for (int i = 0; i < cnt; ++i) iov[i] = v[i];
+}
+
+ssize_t WritevOp::attempt() noexcept {
+    while (first < cnt) {
+        ssize_t n = ::writev(fd, iov + first, cnt - first);
+        if (n < 0) {
+            const int e = errno;
+            if (e == EPIPE) wd::consume_sigpipe();
+            if (e == EAGAIN || e == EWOULDBLOCK) return -EAGAIN;
+            return done ? static_cast<ssize_t>(done) : -e;
+        }
+        done += static_cast<size_t>(n);
+        size_t left = static_cast<size_t>(n);
+        while (first < cnt && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+        if (first < cnt) {
+            iov[first].iov_base = static_cast<char *>(iov[first].iov_base) + left;
+            iov[first].iov_len -= left;
+        }
+    }
+    return static_cast<ssize_t>(done);
+}
+
+ssize_t SendfileOp::attempt() noexcept {
+    while (done < count) {
+        ssize_t n = ::sendfile(fd, in_fd, &offset, count - done);
+        if (n == 0) break; // the file ended early
+        if (n < 0) {
+            const int e = errno;
+            if (e == EPIPE) wd::consume_sigpipe();
+            if (e == EAGAIN || e == EWOULDBLOCK) return -EAGAIN;
+            return done ? static_cast<ssize_t>(done) : -e;
+        }
+        done += static_cast<size_t>(n);
     }
     return static_cast<ssize_t>(done);
 }
