@@ -176,6 +176,7 @@ struct IoOp {
     uint32_t events;           // POLLIN or POLLOUT
     ssize_t result = 0;        // >= 0 or -errno
     uint64_t deadline = 0;     // weft_now_ns() time after which a wait fails with ETIMEDOUT (0: none)
+    uint64_t timeout = 0;      // ns one wait may last without the descriptor becoming ready (0: none)
     // One non-blocking try: >= 0 (done), -EAGAIN (wait for `events`), or another -errno.
     virtual ssize_t attempt() noexcept = 0;
     // Bytes a transfer has moved so far (what a timeout returns, if any).
@@ -276,6 +277,11 @@ template <class Op> struct Until {
 };
 template <class Op> Until<Op> until(Op &&op, uint64_t deadline_ns) noexcept {
     op.deadline = deadline_ns;
+    return {op};
+}
+// ... or once one wait (no progress) lasts timeout_ns: a send timeout.
+template <class Op> Until<Op> within(Op &&op, uint64_t timeout_ns) noexcept {
+    op.timeout = timeout_ns;
     return {op};
 }
 

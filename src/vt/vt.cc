@@ -496,11 +496,16 @@ bool io_wait(detail::IoOp *op) {
         int rc = wd::wait_fd_async(vp, s, op->fd, &aw->w, op->seq);
         if (rc == 0) {
             add(counters.io_parks);
-            if (op->deadline) {
+            if (op->deadline || op->timeout) {
+                uint64_t dl = op->deadline;
+                if (op->timeout) {
+                    const uint64_t t = weft_now_ns() + op->timeout;
+                    if (!dl || t < dl) dl = t;
+                }
                 auto *it = new (op->timer) IoTimer{};
                 it->op = op;
                 it->timer.fire = io_timeout;
-                vp->timers.arm(&it->timer, op->deadline);
+                vp->timers.arm(&it->timer, dl);
             }
             return true;
         }
@@ -520,7 +525,7 @@ bool io_wait(detail::IoOp *op) {
 bool io_retry(detail::IoOp *op) {
     wd::Vproc *vp = wd::tls_vproc;
     wd::io_waiter_done(vp);
-    if (op->deadline) vp->timers.cancel(&reinterpret_cast<IoTimer *>(op->timer)->timer);
+    if (op->deadline || op->timeout) vp->timers.cancel(&reinterpret_cast<IoTimer *>(op->timer)->timer);
     if (op->woke) {
         const ssize_t done = op->done_so_far();
         op->result = op->woke == ETIMEDOUT && done ? done : -op->woke;

@@ -1883,6 +1883,9 @@ class OtherConfigurationsTest(PerTestServerCase):
                          "select": ["--events", "select"], "fd cache of one": ["--fd-cache", "1"]},
         "weft-watpipe": {"one writer": ["--writers", "1"], "eight writers": ["--writers", "8"],
                          "fd cache of one": ["--fd-cache", "1"]},
+        "weft-vtserver": {"three vprocs": ["--vprocs", "3"],
+                          "two vprocs sharing a socket": ["--vprocs", "2", "--no-reuseport"],
+                          "fd cache of one": ["--fd-cache", "1"]},
         "weft-staged": {"three vprocs": ["--vprocs", "3"],
                         "two vprocs sharing a socket": ["--vprocs", "2", "--no-reuseport"],
                         "no block cache, fd cache of one": ["--cache-mb", "0", "--fd-cache", "1"]},
@@ -2189,9 +2192,9 @@ def main():
     CFG.prog = os.path.basename(CFG.server)
     if CFG.prog == "weft-knot-linked":  # weft-knot built for linked stacks: the same server
         CFG.prog = "weft-knot"
-    if CFG.prog not in ("weft-knot", "weft-userver", "weft-watpipe", "weft-staged", "weft-pool"):
+    if CFG.prog not in ("weft-knot", "weft-userver", "weft-watpipe", "weft-staged", "weft-pool", "weft-vtserver"):
         p.error(f"{CFG.prog}: not a server this suite knows (weft-knot, weft-userver, weft-watpipe, weft-staged, "
-                "weft-pool)")
+                "weft-pool, weft-vtserver)")
     if is_knot() and not args.mode:
         p.error("weft-knot needs --mode")
     CFG.mode, CFG.group, CFG.sanitize = args.mode, args.group, args.sanitize

@@ -1,0 +1,419 @@
+// weft-vtserver: the web server of Virtual Threads (virtual-threads.txt
+// §3) on weft's virtual threads (include/weft/vt.hpp): every connection is
+// a virtual thread written in plain threaded style — read a request, answer
+// it, repeat — whose blocking calls are co_awaits, so an idle connection
+// holds a coroutine frame instead of a stack. It serves what every weft
+// server serves, through the shared HTTP core (http/).
+//
+// The two models mix: the accept loops are weft threads (one per vproc,
+// with weft-knot's EMFILE shedding, servers/common/weft_accept), and each
+// accepted connection is spawned as a virtual thread on that vproc's event
+// loop. The signal watcher is a weft thread too.
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/cli.hpp"
+#include "common/evconn.hpp"
+#include "common/stats.hpp"
+#include "common/weft_accept.hpp"
+#include "http/cache.hpp"
+#include "http/parser.hpp"
+#include "http/response.hpp"
+#include "weft/vt.hpp"
+
+namespace {
+
+namespace vt = weft::vt;
+using weft::http::BodyKind;
+using weft::http::ParseResult;
+
+constexpr const char *kProg = "weft-vtserver";
+constexpr size_t kInSmall = 2048;
+constexpr size_t kInBuf = 16384 + 2048; // a whole head (Limits::head_bytes) and some
+static_assert(weft::http::Limits{}.head_bytes < kInBuf, "a connection's buffer holds a whole head");
+
+struct Options : weft::srv::CommonOptions {
+    int vprocs = 1;
+    bool reuseport = true;
+};
+
+void usage(FILE *out) {
+    std::fputs(
+        "usage: weft-vtserver [options]\n"
+        "The Virtual Threads web server on weft: serves the static files below --root over\n"
+        "HTTP/1.1 until SIGINT or SIGTERM, each connection a virtual thread (a C++20\n"
+        "coroutine) on its vproc's event loop.\n"
+        "\n"
+        "  --listen ADDR:PORT       address to serve on (default 127.0.0.1:8080; port 0 picks\n"
+        "                           a free one; [::1]:8080 for IPv6)\n"
+        "  --root DIR               document root (default: the current directory)\n"
+        "  --vprocs N               kernel threads, each with an event loop, an accept thread\n"
+        "                           and an SO_REUSEPORT socket (default 1)\n"
+        "  --fd-cache N             open files kept with their headers (default 4096)\n"
+        "  --max-conns N            connections served at once; more get 503 (default 10000)\n"
+        "  --max-requests N         requests per connection before it closes (default 1000)\n"
+        "  --keepalive-timeout S    idle seconds between requests before closing (default 15)\n"
+        "  --header-timeout S       seconds to send a whole request head, else 408 (default 10)\n"
+        "  --send-timeout S         seconds a send may make no progress (default 60)\n"
+        "  --stats                  serve the counters (and the virtual threads') as JSON at\n"
+        "                           /.weft/stats\n"
+        "  --follow-symlinks        serve symlinks that lead outside the root (default: 403)\n"
+        "  --no-reuseport           with several vprocs, share one listening socket\n"
+        "  --quiet                  no start-up and shutdown lines on stdout\n"
+        "  --help                   this text\n"
+        "\n"
+        "Exit status: 0 after a graceful shutdown, 1 when it cannot start (bind, root),\n"
+        "2 for a usage error. Environment: WEFT_IO (uring|epoll|poll) picks the reactor.\n",
+        out);
+}
+
+struct Server {
+    Options opt;
+    int root_fd = -1;
+    int listen_fds[64] = {};
+    int listen_count = 0;
+    weft::http::FileCache *cache = nullptr;
+    weft::http::Responder *responder = nullptr;
+    weft::http::Limits limits;
+    weft::srv::ServerCounters counters;
+    std::atomic<bool> stopping{false};
+    uint64_t started_ns = 0;
+    // The open connections, for shutdown.
+    weft_mutex_t mu = WEFT_MUTEX_INITIALIZER;
+    weft_cond_t all_gone = WEFT_COND_INITIALIZER;
+    struct Node {
+        int fd;
+        Node *prev, *next;
+    } *conns = nullptr;
+    long live = 0;
+    bool shutting = false;
+} server;
+
+int signal_fd = -1;
+weft::srv::AcceptSite accept_site;
+
+uint64_t seconds_ns(double s) { return s <= 0 ? 0 : static_cast<uint64_t>(s * 1e9); }
+
+void conn_register(Server::Node *n) {
+    Server &s = server;
+    weft_mutex_lock(&s.mu);
+    n->prev = nullptr;
+    n->next = s.conns;
+    if (s.conns) s.conns->prev = n;
+    s.conns = n;
+    ++s.live;
+    const bool late = s.shutting;
+    weft_mutex_unlock(&s.mu);
+    if (late) weft_shutdown(n->fd, SHUT_RD); // accepted as shutdown began: serve what came, then end
+}
+
+void conn_unregister(Server::Node *n) {
+    Server &s = server;
+    weft_mutex_lock(&s.mu);
+    (n->prev ? n->prev->next : s.conns) = n->next;
+    if (n->next) n->next->prev = n->prev;
+    if (--s.live == 0) weft_cond_broadcast(&s.all_gone);
+    weft_mutex_unlock(&s.mu);
+}
+
+std::string stats_extra() {
+    const vt::Stats v = vt::stats();
+    char b[320];
+    snprintf(b, sizeof b,
+             ",\n \"vt\": {\"spawned\": %llu, \"live\": %llu, \"resumes\": %llu, \"io_parks\": %llu,"
+             " \"frames\": %llu, \"frame_bytes\": %llu, \"largest_frame\": %llu}",
+             static_cast<unsigned long long>(v.spawned), static_cast<unsigned long long>(v.live),
+             static_cast<unsigned long long>(v.resumes), static_cast<unsigned long long>(v.io_parks),
+             static_cast<unsigned long long>(v.frames), static_cast<unsigned long long>(v.frame_bytes),
+             static_cast<unsigned long long>(v.largest_frame));
+    return weft::srv::runtime_stats_json() + b;
+}
+
+// One connection, the whole of its life. The state that lives across
+// requests is in this frame; the input buffer moves to the heap only for a
+// head longer than kInSmall.
+vt::Task<> serve(int fd) {
+    Server &s = server;
+    Server::Node node{fd, nullptr, nullptr};
+    conn_register(&node);
+    s.counters.open_conns.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t send_timeout = seconds_ns(s.opt.send_timeout_s);
+    char small[kInSmall];
+    std::unique_ptr<char[]> big;
+    char *in = small;
+    size_t cap = sizeof small, have = 0;
+    weft::http::Parser parser(s.limits);
+    weft::http::Request req;
+    auto reply = std::make_unique<weft::http::Reply>(); // 1 KiB of head: not in the frame while idle
+    std::string page;
+    long served = 0;
+    uint64_t head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+
+    for (;;) {
+        ParseResult pr = have ? parser.parse(in, have, &req) : ParseResult{ParseResult::NeedMore, 0};
+        bool closed = false;
+        while (pr.kind == ParseResult::NeedMore) {
+            if (have == cap) {
+                if (cap == kInBuf) {
+                    pr = {ParseResult::Error, 431};
+                    break;
+                }
+                big.reset(new char[kInBuf]);
+                std::memcpy(big.get(), in, have);
+                in = big.get();
+                cap = kInBuf;
+            }
+            const bool idle = have == 0 && served > 0; // between requests: the keep-alive timeout
+            const uint64_t deadline = idle ? weft_now_ns() + seconds_ns(s.opt.keepalive_timeout_s) : head_deadline;
+            ssize_t n = co_await vt::until(vt::recv(fd, in + have, cap - have), deadline);
+            if (n <= 0) {
+                if (n < 0 && errno == ETIMEDOUT) {
+                    s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+                    if (!idle) pr = {ParseResult::Error, 408}; // a slow head gets 408; an idle client just goes
+                }
+                closed = pr.kind != ParseResult::Error;
+                break;
+            }
+            if (idle) head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+            have += static_cast<size_t>(n);
+            pr = parser.parse(in, have, &req);
+        }
+        if (closed) break;
+
+        s.counters.requests.fetch_add(1, std::memory_order_relaxed);
+        ++served;
+        weft::http::Reply &r = *reply;
+        if (pr.kind == ParseResult::Error) {
+            s.responder->error(pr.status, &r);
+        } else {
+            if (req.has_body) { // read and drop it
+                size_t in_buf = have - req.head_len;
+                if (in_buf >= req.body_len) {
+                    std::memmove(in + req.head_len, in + req.head_len + req.body_len, in_buf - req.body_len);
+                    have -= static_cast<size_t>(req.body_len);
+                } else {
+                    uint64_t left = req.body_len - in_buf;
+                    have = req.head_len;
+                    char sink[1024];
+                    while (left > 0) {
+                        ssize_t n = co_await vt::within(vt::recv(fd, sink, std::min<uint64_t>(left, sizeof sink)),
+                                                        send_timeout);
+                        if (n <= 0) break;
+                        left -= static_cast<uint64_t>(n);
+                    }
+                    if (left > 0) break;
+                }
+            }
+            const bool allow_ka = !s.stopping.load(std::memory_order_relaxed) && served < s.opt.max_requests;
+            if (s.opt.stats && weft::srv::is_stats_target(req.target)) {
+                page = weft::srv::stats_json(kProg, "vt", static_cast<double>(weft_now_ns() - s.started_ns) / 1e9,
+                                             s.counters, s.cache->counters(), stats_extra());
+                weft::srv::stats_reply(kProg, req, allow_ka && req.keep_alive, &page, &r);
+            } else {
+                s.responder->respond(req, allow_ka, &r);
+            }
+        }
+
+        // The reply: head and a memory body in one writev; a file's bytes by
+        // sendfile after the head.
+        bool ok;
+        struct iovec iov[2] = {{r.head, r.head_len}, {const_cast<char *>(r.mem), static_cast<size_t>(r.length)}};
+        if (r.body != BodyKind::File) {
+            const int n = r.body == BodyKind::Memory ? 2 : 1;
+            const size_t want = r.head_len + (n == 2 ? r.length : 0);
+            ok = co_await vt::within(vt::writev(fd, iov, n), send_timeout) == static_cast<ssize_t>(want);
+        } else {
+            ok = co_await vt::within(vt::send(fd, r.head, r.head_len, MSG_MORE), send_timeout) ==
+                 static_cast<ssize_t>(r.head_len);
+            if (ok)
+                ok = co_await vt::within(vt::sendfile(fd, r.file->fd, static_cast<off_t>(r.offset), r.length),
+                                         send_timeout) == static_cast<ssize_t>(r.length);
+        }
+        weft::srv::count_reply(s.counters, r.status, r.head_len + r.length, ok);
+        r.file.reset(); // let the cache close a replaced file now
+        if (!ok || !r.keep_alive || pr.kind == ParseResult::Error) break;
+
+        std::memmove(in, in + req.head_len, have - req.head_len);
+        have -= req.head_len;
+        head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+    }
+    conn_unregister(&node);
+    s.counters.open_conns.fetch_sub(1, std::memory_order_relaxed);
+    vt::close(fd);
+}
+
+// One per vproc: connections become virtual threads there.
+void *acceptor(void *arg) {
+    Server &s = server;
+    const int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
+    for (;;) {
+        struct sockaddr_storage peer;
+        int fd = weft::srv::accept_one(accept_site, lfd, &peer);
+        if (fd < 0) break;
+        if (s.counters.open_conns.load(std::memory_order_relaxed) >= s.opt.max_conns) {
+            weft::srv::refuse(accept_site, fd);
+            continue;
+        }
+        try {
+            vt::spawn(serve(fd)); // detached: it ends with its connection
+        } catch (const std::bad_alloc &) {
+            weft::srv::refuse(accept_site, fd);
+        }
+    }
+    return nullptr;
+}
+
+void *signal_watcher(void *) {
+    Server &s = server;
+    struct signalfd_siginfo si;
+    while (weft_read(signal_fd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) {
+        if (errno != EAGAIN && errno != EINTR) break;
+    }
+    if (!s.opt.quiet)
+        std::printf("%s: %s: shutting down (%ld connections open)\n", kProg, strsignal(static_cast<int>(si.ssi_signo)),
+                    s.counters.open_conns.load());
+    std::fflush(stdout);
+    s.stopping.store(true);
+    for (int i = 0; i < s.listen_count; ++i) weft_close(s.listen_fds[i]); // wakes the acceptors (EBADF)
+    weft_mutex_lock(&s.mu);
+    s.shutting = true;
+    // SHUT_RD: a connection waiting for its next request reads EOF and ends;
+    // one in the middle of a reply finishes sending it first.
+    for (Server::Node *n = s.conns; n; n = n->next) weft_shutdown(n->fd, SHUT_RD);
+    while (s.live > 0) weft_cond_wait(&s.all_gone, &s.mu);
+    weft_mutex_unlock(&s.mu);
+    return nullptr;
+}
+
+ssize_t weft_pread_fn(int fd, void *buf, size_t n, off_t off) { return weft_pread(fd, buf, n, off); }
+int weft_close_fn(int fd) { return weft_close(fd); }
+
+int run(void *) {
+    Server &s = server;
+    s.started_ns = weft_now_ns();
+    weft::http::CacheOptions co;
+    co.max_entries = static_cast<size_t>(s.opt.fd_cache);
+    co.follow_symlinks = s.opt.follow_symlinks;
+    co.server = kProg;
+    co.pread = weft_pread_fn;
+    co.close = weft_close_fn;
+    weft::http::FileCache cache(s.root_fd, co);
+    weft::http::ResponderOptions ro;
+    ro.server = kProg;
+    weft::http::Responder responder(&cache, ro);
+    s.cache = &cache;
+    s.responder = &responder;
+
+    weft::http::Reply busy;
+    responder.error(503, &busy);
+    std::string busy_bytes(busy.head, busy.head_len);
+    busy_bytes.append(busy.mem, busy.length);
+    accept_site.prog = kProg;
+    accept_site.counters = &s.counters;
+    accept_site.stopping = &s.stopping;
+    accept_site.busy = busy_bytes.data();
+    accept_site.busy_len = busy_bytes.size();
+    weft::srv::accept_reserve_spare();
+
+    weft_thread_t watcher;
+    weft_thread_create(&watcher, nullptr, signal_watcher, nullptr);
+    const int vprocs = weft_vproc_count();
+    std::vector<weft_thread_t> loops;
+    for (int i = 0; i < vprocs; ++i) {
+        weft_thread_attr_t attr;
+        weft_thread_attr_init(&attr);
+        attr.home_vproc = i;
+        attr.name = "acceptor";
+        weft_thread_t t;
+        int rc = weft_thread_create(&t, &attr, acceptor,
+                                    reinterpret_cast<void *>(static_cast<intptr_t>(s.listen_fds[i % s.listen_count])));
+        if (rc != 0) {
+            std::fprintf(stderr, "%s: cannot create the accept thread of vproc %d: %s\n", kProg, i, std::strerror(rc));
+            break;
+        }
+        loops.push_back(t);
+    }
+    if (!s.opt.quiet) {
+        std::string details = "mode vt, " + std::to_string(vprocs) + (vprocs == 1 ? " vproc" : " vprocs") + ", io " +
+                              weft_io_backend() + ", a virtual thread per connection";
+        weft::srv::print_banner(kProg, s.opt.root.c_str(), s.opt.listen.c_str(), details.c_str());
+    }
+    for (auto &t : loops) weft_thread_join(t, nullptr);
+    weft_thread_join(watcher, nullptr);
+    weft::srv::accept_release_spare();
+    if (!s.opt.quiet)
+        std::printf("%s: stopped after %llu connections, %llu requests\n", kProg,
+                    static_cast<unsigned long long>(s.counters.accepted.load()),
+                    static_cast<unsigned long long>(s.counters.requests.load()));
+    return 0;
+}
+
+Options parse_options(int argc, char **argv) {
+    enum { kVprocs = weft::srv::kOwnOption, kNoReuseport };
+    static const struct option own[] = {
+        {"vprocs", required_argument, nullptr, kVprocs},
+        {"no-reuseport", no_argument, nullptr, kNoReuseport},
+        {nullptr, 0, nullptr, 0},
+    };
+    Options o;
+    weft::srv::parse_command_line(kProg, argc, argv, own, &o, [&o](int c, const char *a) {
+        switch (c) {
+        case kVprocs: o.vprocs = static_cast<int>(weft::srv::parse_long(kProg, "--vprocs", a, 1, 64)); return true;
+        case kNoReuseport: o.reuseport = false; return true;
+        default: return false;
+        }
+    }, usage);
+    return o;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    Server &s = server;
+    s.opt = parse_options(argc, argv);
+    s.root_fd = open(s.opt.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s.root_fd < 0) {
+        std::fprintf(stderr, "%s: cannot read the root '%s': %s\n", kProg, s.opt.root.c_str(), std::strerror(errno));
+        return 1;
+    }
+    socklen_t len = 0;
+    struct sockaddr_storage addr = weft::srv::resolve(kProg, s.opt.listen, &len);
+    const int want = s.opt.vprocs > 1 && s.opt.reuseport ? s.opt.vprocs : 1;
+    for (int i = 0; i < want; ++i) {
+        // Later ones bind the port the first got. O_NONBLOCK: see accept_one.
+        int fd = weft::srv::listen_on(kProg, &addr, len, want > 1, s.opt.listen, SOCK_NONBLOCK);
+        if (fd == -2) break;
+        s.listen_fds[s.listen_count++] = fd;
+    }
+    if (s.listen_count == 0)
+        s.listen_fds[s.listen_count++] = weft::srv::listen_on(kProg, &addr, len, false, s.opt.listen, SOCK_NONBLOCK);
+    s.opt.listen = weft::srv::address_text(addr);
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
+    signal(SIGPIPE, SIG_IGN);
+
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.vprocs = s.opt.vprocs;
+    int rc = weft_main_config(&cfg, run, nullptr);
+    return rc < 0 ? 1 : rc;
+}
