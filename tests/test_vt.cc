@@ -350,6 +350,75 @@ TEST_P(VtOnVprocs, MigrationMovesTheThreadAndKeepsItsState) {
     }));
 }
 
+// ---- channels and events ----------------------------------------------------------------
+
+vt::Task<> producer(vt::Channel<int> *ch, int from, int n, int vp) {
+    co_await vt::migrate(vp);
+    for (int i = from; i < from + n; ++i)
+        if (!co_await ch->send(i)) throw std::logic_error("send failed before close");
+}
+
+vt::Task<> consumer(vt::Channel<int> *ch, std::vector<int> *got, int vp) {
+    co_await vt::migrate(vp);
+    while (auto v = co_await ch->recv()) got->push_back(*v);
+}
+
+TEST_P(VtOnVprocs, AChannelCarriesEveryValueInOrderBetweenVprocs) {
+    ASSERT_EQ(0, run([this] {
+        vt::Channel<int> ch(4); // small: senders wait for room often
+        std::vector<int> got;
+        vt::Handle c = vt::spawn(consumer(&ch, &got, other()));
+        vt::Handle p = vt::spawn(producer(&ch, 0, 5000, 0));
+        p.join();
+        ch.close(); // the consumer drains what is left, then ends
+        c.join();
+        ASSERT_EQ(5000u, got.size());
+        for (int i = 0; i < 5000; ++i) ASSERT_EQ(i, got[static_cast<size_t>(i)]);
+    }));
+}
+
+vt::Task<> blocked_sender(vt::Channel<int> *ch, int *results) {
+    results[0] = co_await ch->send(1); // fits
+    results[1] = co_await ch->send(2); // waits: full
+}
+
+TEST(Vt, ClosingAChannelFailsAWaitingSenderAndEndsReceivers) {
+    ASSERT_EQ(0, wt::run(1, [] {
+        vt::Channel<int> ch(1);
+        int results[2] = {-1, -1};
+        vt::Handle h = vt::spawn(blocked_sender(&ch, results));
+        weft_sleep_ns(2 * wt::kMs);
+        ch.close();
+        h.join();
+        EXPECT_EQ(1, results[0]);
+        EXPECT_EQ(0, results[1]);
+        std::vector<int> got;
+        vt::spawn(consumer(&ch, &got, 0)).join();
+        EXPECT_EQ((std::vector<int>{1}), got); // what was in before the close
+    }));
+}
+
+vt::Task<> waiter(vt::Event *e, std::atomic<int> *passed) {
+    co_await e->wait();
+    passed->fetch_add(1);
+}
+
+TEST_P(VtOnVprocs, AnEventReleasesEveryWaiterOnEveryVproc) {
+    ASSERT_EQ(0, run([this] {
+        vt::Event e;
+        std::atomic<int> passed{0};
+        std::vector<vt::Handle> hs;
+        for (int i = 0; i < 30; ++i) hs.push_back(vt::spawn_on(home(i), waiter(&e, &passed)));
+        weft_sleep_ns(5 * wt::kMs);
+        EXPECT_EQ(0, passed.load());
+        e.set();
+        for (auto &h : hs) h.join();
+        EXPECT_EQ(30, passed.load());
+        vt::spawn(waiter(&e, &passed)).join(); // set: passes at once
+        EXPECT_EQ(31, passed.load());
+    }));
+}
+
 // ---- frames ---------------------------------------------------------------------------
 
 TEST(Vt, FramesGoBackToThePoolAndSizesAreRecorded) {

@@ -34,7 +34,10 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <exception>
+#include <mutex>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -344,6 +347,161 @@ struct Migrate {
     void await_resume() const noexcept {}
 };
 inline Migrate migrate(int vproc) noexcept { return {vproc}; }
+
+// ---- synchronisation between virtual threads (any vprocs) ---------------------
+
+namespace detail {
+// Make v ready on its loop (from a virtual thread, a weft thread, any vproc).
+void ready(VThread *v) noexcept;
+} // namespace detail
+
+// A flag virtual threads wait for: set() releases every waiter and those to
+// come, until reset(). The waiting costs nothing but the awaiter in the
+// waiter's frame.
+class Event {
+public:
+    struct Wait {
+        Event &e;
+        Wait *next = nullptr;
+        VThread *vt = nullptr;
+        bool await_ready() {
+            e.mu_.lock();
+            if (e.set_) e.mu_.unlock();
+            return e.set_;
+        }
+        void await_suspend(std::coroutine_handle<> h) {
+            vt = detail::current();
+            detail::set_resume(vt, h);
+            next = e.waiters_;
+            e.waiters_ = this;
+            e.mu_.unlock();
+        }
+        void await_resume() const noexcept {}
+    };
+    Wait wait() { return Wait{*this}; }
+    void set() {
+        std::lock_guard<std::mutex> g(mu_);
+        set_ = true;
+        for (Wait *w = std::exchange(waiters_, nullptr); w;) {
+            Wait *n = w->next;
+            detail::ready(w->vt);
+            w = n;
+        }
+    }
+    void reset() {
+        std::lock_guard<std::mutex> g(mu_);
+        set_ = false;
+    }
+
+private:
+    std::mutex mu_;
+    bool set_ = false;
+    Wait *waiters_ = nullptr;
+};
+
+// A bounded FIFO channel between virtual threads (capacity >= 1): send
+// waits while it is full, receive while it is empty; a value is handed
+// straight to a waiting receiver, and a waiting sender's straight into the
+// space a receive makes. close(): receives drain what is left, then get
+// nothing; sends fail.
+template <class T> class Channel {
+public:
+    explicit Channel(size_t capacity) : cap_(capacity ? capacity : 1) {}
+
+    struct Recv {
+        Channel &c;
+        std::optional<T> slot;
+        Recv *next = nullptr;
+        VThread *vt = nullptr;
+        bool await_ready() {
+            c.mu_.lock();
+            if (!c.q_.empty()) {
+                slot.emplace(std::move(c.q_.front()));
+                c.q_.pop_front();
+                if (typename Channel::Send *s = c.pop(c.senders_)) { // its value takes the space
+                    c.q_.push_back(std::move(s->value));
+                    detail::ready(s->vt);
+                }
+            } else if (!c.closed_) {
+                return false; // still locked: await_suspend queues us
+            }
+            c.mu_.unlock();
+            return true;
+        }
+        void await_suspend(std::coroutine_handle<> h) {
+            vt = detail::current();
+            detail::set_resume(vt, h);
+            c.push(c.receivers_, this);
+            c.mu_.unlock();
+        }
+        std::optional<T> await_resume() { return std::move(slot); }
+    };
+    struct Send {
+        Channel &c;
+        T value;
+        bool ok = true;
+        Send *next = nullptr;
+        VThread *vt = nullptr;
+        bool await_ready() {
+            c.mu_.lock();
+            if (c.closed_) {
+                ok = false;
+            } else if (Recv *r = c.pop(c.receivers_)) {
+                r->slot.emplace(std::move(value));
+                detail::ready(r->vt);
+            } else if (c.q_.size() < c.cap_) {
+                c.q_.push_back(std::move(value));
+            } else {
+                return false; // still locked
+            }
+            c.mu_.unlock();
+            return true;
+        }
+        void await_suspend(std::coroutine_handle<> h) {
+            vt = detail::current();
+            detail::set_resume(vt, h);
+            c.push(c.senders_, this);
+            c.mu_.unlock();
+        }
+        bool await_resume() const noexcept { return ok; }
+    };
+
+    // co_await ch.send(v): true once it is in, false if the channel closed.
+    Send send(T v) { return Send{*this, std::move(v)}; }
+    // co_await ch.recv(): the next value, or nothing once closed and drained.
+    Recv recv() { return Recv{*this, std::nullopt}; }
+    void close() {
+        std::lock_guard<std::mutex> g(mu_);
+        closed_ = true;
+        while (Recv *r = pop(receivers_)) detail::ready(r->vt);
+        while (Send *s = pop(senders_)) {
+            s->ok = false;
+            detail::ready(s->vt);
+        }
+    }
+
+private:
+    template <class W> struct List {
+        W *head = nullptr, *tail = nullptr;
+    };
+    template <class W> static void push(List<W> &l, W *w) {
+        w->next = nullptr;
+        (l.tail ? l.tail->next : l.head) = w;
+        l.tail = w;
+    }
+    template <class W> static W *pop(List<W> &l) {
+        W *w = l.head;
+        if (w && !(l.head = w->next)) l.tail = nullptr;
+        return w;
+    }
+
+    std::mutex mu_;
+    std::deque<T> q_;
+    size_t cap_;
+    bool closed_ = false;
+    List<Recv> receivers_;
+    List<Send> senders_;
+};
 
 // ---- what the runtime can tell -------------------------------------------------
 

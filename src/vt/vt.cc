@@ -325,6 +325,7 @@ Loop *loop_for_one_more(int vp) {
 } // namespace
 
 namespace detail {
+void ready(VThread *v) noexcept { make_ready(v); }
 VThread *current() noexcept { return tl_current; }
 void set_resume(VThread *v, std::coroutine_handle<> h) noexcept { v->resume = h; }
 std::coroutine_handle<> top_done(VThread *v) noexcept {
