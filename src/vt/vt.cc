@@ -42,25 +42,46 @@ namespace wd = weft::detail;
 // ---- statistics ----------------------------------------------------------------
 
 namespace {
-struct Counters {
-    std::atomic<uint64_t> spawned{0}, finished{0}, resumes{0}, io_parks{0}, migrations{0};
-    std::atomic<uint64_t> frames{0}, frame_bytes{0}, largest_frame{0};
-} counters;
+// Per kernel thread (so per vproc), written only by it: a plain load and
+// store, no locked instruction on the paths they count. stats() sums them.
+struct ThreadCounters {
+    std::atomic<uint64_t> spawned{0}, finished{0}, resumes{0}, io_parks{0}, migrations{0}, frames{0};
+    std::atomic<int64_t> frame_bytes{0}; // may go below 0: a frame freed on another vproc
+    ThreadCounters *next = nullptr;
+};
+std::atomic<ThreadCounters *> all_counters{nullptr}; // every block ever made (never freed)
+std::atomic<uint64_t> largest_frame{0};
+thread_local ThreadCounters *tl_counters = nullptr;
 
-inline void add(std::atomic<uint64_t> &c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+ThreadCounters &counters() {
+    if (__builtin_expect(tl_counters == nullptr, 0)) {
+        auto *c = new ThreadCounters;
+        ThreadCounters *h = all_counters.load(std::memory_order_relaxed);
+        do c->next = h;
+        while (!all_counters.compare_exchange_weak(h, c, std::memory_order_release, std::memory_order_relaxed));
+        tl_counters = c;
+    }
+    return *tl_counters;
+}
+
+template <class T> inline void add(std::atomic<T> &c, T n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 } // namespace
 
 Stats stats() noexcept {
     Stats s{};
-    s.spawned = counters.spawned.load(std::memory_order_relaxed);
-    s.finished = counters.finished.load(std::memory_order_relaxed);
+    int64_t bytes = 0;
+    for (ThreadCounters *c = all_counters.load(std::memory_order_acquire); c; c = c->next) {
+        s.spawned += c->spawned.load(std::memory_order_relaxed);
+        s.finished += c->finished.load(std::memory_order_relaxed);
+        s.resumes += c->resumes.load(std::memory_order_relaxed);
+        s.io_parks += c->io_parks.load(std::memory_order_relaxed);
+        s.migrations += c->migrations.load(std::memory_order_relaxed);
+        s.frames += c->frames.load(std::memory_order_relaxed);
+        bytes += c->frame_bytes.load(std::memory_order_relaxed);
+    }
     s.live = s.spawned - s.finished;
-    s.resumes = counters.resumes.load(std::memory_order_relaxed);
-    s.io_parks = counters.io_parks.load(std::memory_order_relaxed);
-    s.migrations = counters.migrations.load(std::memory_order_relaxed);
-    s.frames = counters.frames.load(std::memory_order_relaxed);
-    s.frame_bytes = counters.frame_bytes.load(std::memory_order_relaxed);
-    s.largest_frame = counters.largest_frame.load(std::memory_order_relaxed);
+    s.frame_bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
+    s.largest_frame = largest_frame.load(std::memory_order_relaxed);
     return s;
 }
 
@@ -86,12 +107,7 @@ struct FramePool {
 thread_local FramePool pool;
 } // namespace
 
-void *frame_alloc(size_t n) {
-    add(counters.frames);
-    add(counters.frame_bytes, n);
-    uint64_t big = counters.largest_frame.load(std::memory_order_relaxed);
-    while (n > big && !counters.largest_frame.compare_exchange_weak(big, n, std::memory_order_relaxed)) {
-    }
+void *raw_alloc(size_t n) {
     const size_t c = (n + kClass - 1) / kClass;
     if (c == 0 || c > kClasses) {
         if (void *p = std::malloc(n)) return p;
@@ -105,12 +121,28 @@ void *frame_alloc(size_t n) {
     throw std::bad_alloc();
 }
 
-void frame_free(void *p, size_t n) noexcept {
-    counters.frame_bytes.fetch_sub(n, std::memory_order_relaxed);
+void raw_free(void *p, size_t n) noexcept {
     const size_t c = (n + kClass - 1) / kClass;
     if (c == 0 || c > kClasses) return std::free(p);
     *static_cast<void **>(p) = pool.free[c - 1];
     pool.free[c - 1] = p;
+}
+
+void *frame_alloc(size_t n) {
+    ThreadCounters &k = counters();
+    add<uint64_t>(k.frames);
+    add<int64_t>(k.frame_bytes, static_cast<int64_t>(n));
+    if (__builtin_expect(n > largest_frame.load(std::memory_order_relaxed), 0)) {
+        uint64_t big = largest_frame.load(std::memory_order_relaxed);
+        while (n > big && !largest_frame.compare_exchange_weak(big, n, std::memory_order_relaxed)) {
+        }
+    }
+    return raw_alloc(n);
+}
+
+void frame_free(void *p, size_t n) noexcept {
+    add<int64_t>(counters().frame_bytes, -static_cast<int64_t>(n));
+    raw_free(p, n);
 }
 } // namespace detail
 
@@ -119,16 +151,26 @@ void frame_free(void *p, size_t n) noexcept {
 struct Loop;
 
 struct VThread {
+    // From the per-vproc pools too: a spawn allocates nothing from malloc
+    // once they are warm.
+    static void *operator new(size_t n) { return detail::raw_alloc(n); }
+    static void operator delete(void *p, size_t n) noexcept { detail::raw_free(p, n); }
+
     std::coroutine_handle<detail::Promise<void>> top;
     std::coroutine_handle<> resume;       // where it continues
     Loop *loop = nullptr;                 // the loop it runs on
     VThread *next = nullptr;              // in a queue
     detail::IoOp *retry = nullptr;        // parked on a descriptor: try this first
     std::atomic<int> refs{2};             // the runtime's (until finished) and the Handle's
-    std::atomic<bool> finished{false};
-    std::atomic<VThread *> joiner{nullptr}; // a virtual thread in co_await handle
+    // Who waits for its end: nobody, a virtual thread, a weft thread (on
+    // `done`), or kDone once it has ended. One exchange on each side.
+    std::atomic<VThread *> joiner{nullptr};
     std::exception_ptr error;
-    weft_sem_t done;                      // posted once, for a weft thread's join
+    weft_sem_t done;                      // posted once, if a weft thread joins
+
+    static VThread *done_mark() { return reinterpret_cast<VThread *>(uintptr_t{1}); }
+    static VThread *weft_mark() { return reinterpret_cast<VThread *>(uintptr_t{2}); }
+    bool finished() const { return joiner.load(std::memory_order_acquire) == done_mark(); }
 
     VThread() { weft_sem_init(&done, 0); }
     ~VThread() { weft_sem_destroy(&done); }
@@ -167,13 +209,17 @@ struct Queue {
 
 struct Loop {
     int vp;
-    std::atomic<int> live{0};             // virtual threads it runs, running or waiting
+    // Virtual threads it runs (running or waiting) * 2, + 1 while its weft
+    // thread runs: one word, so that the thread's end (1 -> 0) and a spawn
+    // counting one in (+2) cannot miss each other.
+    std::atomic<uint64_t> state{0};
     Queue active, yielded;                // touched on vp's kernel thread only
     std::atomic<VThread *> inbox{nullptr}; // from other vprocs (a lock-free stack)
     std::atomic<bool> sleeping{false};
     weft_sem_t wakeup;
 
     explicit Loop(int v) : vp(v) { weft_sem_init(&wakeup, 0); }
+    ~Loop() { weft_sem_destroy(&wakeup); }
 
     void wake() {
         if (sleeping.exchange(false, std::memory_order_seq_cst)) weft_sem_post(&wakeup);
@@ -197,15 +243,15 @@ struct Loop {
 
 namespace {
 
-// The loops of the running runtime, by vproc. A loop runs while it has
-// virtual threads (weft_main waits for every weft thread, and a loop with
-// nothing to do would wait for ever): the last one's end ends it, and the
-// next spawn there starts another. The lock orders that end against a
-// spawn or a migration counting a thread in.
+// The loops of the running runtime, by vproc: made once, kept until the
+// runtime ends. A loop's weft thread runs while it has virtual threads
+// (weft_main waits for every weft thread, and a loop with nothing to do
+// would wait for ever): it ends when the last one has, and the next spawn
+// there starts another (Loop::state).
 struct Registry {
     std::atomic<void *> rt{nullptr};      // a later weft_main starts afresh
     std::atomic<Loop *> loops[64] = {};
-    std::mutex lock; // held for a few loads and stores (and a thread's creation)
+    std::mutex lock; // making a loop, starting its thread
 } reg;
 
 thread_local VThread *tl_current = nullptr;
@@ -224,15 +270,15 @@ void make_ready(VThread *v) {
 }
 
 void finish(VThread *v) {
-    v->loop->live.fetch_sub(1, std::memory_order_release);
+    v->loop->state.fetch_sub(2, std::memory_order_release);
     auto &p = v->top.promise();
     v->error = p.error;
     v->top.destroy();
     v->top = {};
-    add(counters.finished);
-    v->finished.store(true, std::memory_order_seq_cst);
-    if (VThread *j = v->joiner.exchange(nullptr, std::memory_order_acq_rel)) make_ready(j);
-    weft_sem_post(&v->done);
+    add<uint64_t>(counters().finished);
+    VThread *j = v->joiner.exchange(VThread::done_mark(), std::memory_order_acq_rel);
+    if (j == VThread::weft_mark()) weft_sem_post(&v->done);
+    else if (j) make_ready(j);
     unref(v);
 }
 
@@ -244,7 +290,7 @@ void run_one(VThread *v) {
         v->retry = nullptr;
         if (!io_retry(op)) return; // parked again (a spurious event)
     }
-    add(counters.resumes);
+    add<uint64_t>(counters().resumes);
     tl_current = v;
     tl_ended = nullptr;
     v->resume.resume();
@@ -255,21 +301,16 @@ void run_one(VThread *v) {
     }
 }
 
+constexpr int kPass = 256;
+
 void *loop_main(void *arg) {
     Loop *l = static_cast<Loop *>(arg);
     for (;;) {
         l->take_inbox();
         if (l->active.empty()) l->active.append(l->yielded);
         if (l->active.empty()) {
-            if (l->live.load(std::memory_order_acquire) == 0) {
-                std::lock_guard<std::mutex> g(reg.lock);
-                if (l->live.load(std::memory_order_acquire) == 0 && !l->inbox.load(std::memory_order_acquire)) {
-                    if (reg.loops[l->vp].load(std::memory_order_relaxed) == l)
-                        reg.loops[l->vp].store(nullptr, std::memory_order_relaxed);
-                    break; // nothing of it is left anywhere
-                }
-                continue;
-            }
+            uint64_t alone = 1; // no virtual thread left, anywhere: end (a spawn starts another)
+            if (l->state.compare_exchange_strong(alone, 0, std::memory_order_acq_rel)) return nullptr;
             l->sleeping.store(true, std::memory_order_seq_cst);
             if (l->inbox.load(std::memory_order_seq_cst) || !l->active.empty()) {
                 l->sleeping.store(false, std::memory_order_relaxed);
@@ -278,47 +319,55 @@ void *loop_main(void *arg) {
             weft_sem_wait(&l->wakeup);
             continue;
         }
-        // One pass over the active queue; what becomes ready meanwhile, and
-        // what yields, runs in the next one.
-        Queue pass;
-        pass.append(l->active);
-        while (VThread *v = pass.pop()) run_one(v);
+        // A pass: the active queue, and what the pass itself makes ready
+        // (a joiner, a channel's partner), up to kPass resumes; what yields
+        // waits for the next pass. Then the vproc's other weft threads, its
+        // timers and its reactor get their turn.
+        for (int n = 0; n < kPass; ++n) {
+            VThread *v = l->active.pop();
+            if (!v) break;
+            run_one(v);
+        }
         l->active.append(l->yielded);
-        weft_yield(); // this vproc's other threads, its timers and its reactor
+        weft_yield();
     }
-    weft_sem_destroy(&l->wakeup);
-    delete l;
-    return nullptr;
 }
 
-// vp's loop, started if it is not running, with one more virtual thread
-// counted in.
+// vp's loop, started if its thread is not running, with one more virtual
+// thread counted in. The common case is one atomic add.
 Loop *loop_for_one_more(int vp) {
     wd::Vproc *self = wd::tls_vproc;
     if (!self) std::abort(); // virtual threads live inside weft_main
     if (vp < 0 || vp >= weft_vproc_count()) vp = weft_vproc_self();
-    std::lock_guard<std::mutex> g(reg.lock);
-    void *rt = self->rt;
-    if (reg.rt.load(std::memory_order_relaxed) != rt) {
-        for (auto &l : reg.loops) l.store(nullptr, std::memory_order_relaxed);
-        reg.rt.store(rt, std::memory_order_relaxed);
-    }
-    Loop *l = reg.loops[vp].load(std::memory_order_relaxed);
+    Loop *l = reg.rt.load(std::memory_order_acquire) == self->rt ? reg.loops[vp].load(std::memory_order_acquire)
+                                                                  : nullptr;
     if (!l) {
-        l = new Loop(vp);
+        std::lock_guard<std::mutex> g(reg.lock);
+        if (reg.rt.load(std::memory_order_relaxed) != self->rt) { // the previous runtime's loops ended with it
+            for (auto &old : reg.loops) delete old.exchange(nullptr, std::memory_order_relaxed);
+            reg.rt.store(self->rt, std::memory_order_release);
+        }
+        l = reg.loops[vp].load(std::memory_order_relaxed);
+        if (!l) {
+            l = new Loop(vp);
+            reg.loops[vp].store(l, std::memory_order_release);
+        }
+    }
+    if (l->state.fetch_add(2, std::memory_order_acq_rel) & 1) return l; // its thread runs
+    std::lock_guard<std::mutex> g(reg.lock);
+    if (!(l->state.load(std::memory_order_acquire) & 1)) {
         weft_thread_attr_t a;
         weft_thread_attr_init(&a);
         a.detached = 1;
         a.home_vproc = vp;
         a.name = "vt-loop";
         weft_thread_t t;
+        l->state.fetch_or(1, std::memory_order_acq_rel);
         if (weft_thread_create(&t, &a, loop_main, l) != 0) {
-            delete l;
+            l->state.fetch_sub(3, std::memory_order_acq_rel);
             throw std::bad_alloc();
         }
-        reg.loops[vp].store(l, std::memory_order_relaxed);
     }
-    l->live.fetch_add(1, std::memory_order_relaxed);
     return l;
 }
 
@@ -340,7 +389,7 @@ Handle spawn_on(int vproc, Task<void> body) {
     v->top.promise().vt = v;
     v->resume = v->top;
     v->loop = loop_for_one_more(vproc);
-    add(counters.spawned);
+    add<uint64_t>(counters().spawned);
     make_ready(v);
     return Handle(v);
 }
@@ -361,22 +410,21 @@ Handle::~Handle() {
 
 void Handle::join() {
     if (!v_) return;
-    weft_sem_wait(&v_->done);
+    if (v_->joiner.exchange(VThread::weft_mark(), std::memory_order_acq_rel) != VThread::done_mark())
+        weft_sem_wait(&v_->done);
     VThread *v = std::exchange(v_, nullptr);
     std::exception_ptr e = v->error;
     unref(v);
     if (e) std::rethrow_exception(e);
 }
 
-bool Handle::await_ready() const noexcept { return !v_ || v_->finished.load(std::memory_order_acquire); }
+bool Handle::await_ready() const noexcept { return !v_ || v_->finished(); }
 
 bool Handle::await_suspend(std::coroutine_handle<> h) noexcept {
     VThread *me = tl_current;
     me->resume = h;
-    v_->joiner.store(me, std::memory_order_seq_cst);
-    // Finished meanwhile: if the finisher did not take us, resume at once.
-    if (v_->finished.load(std::memory_order_seq_cst) && v_->joiner.exchange(nullptr) == me) return false;
-    return true;
+    // It ended meanwhile: resume at once.
+    return v_->joiner.exchange(me, std::memory_order_acq_rel) != VThread::done_mark();
 }
 
 void Handle::await_resume() {
@@ -420,8 +468,8 @@ void Migrate::await_suspend(std::coroutine_handle<> h) noexcept {
     v->resume = h;
     Loop *from = v->loop;
     v->loop = loop_for_one_more(vproc);
-    from->live.fetch_sub(1, std::memory_order_release); // its loop is running it: cannot end meanwhile
-    add(counters.migrations);
+    from->state.fetch_sub(2, std::memory_order_release); // its loop is running it: cannot end meanwhile
+    add<uint64_t>(counters().migrations);
     make_ready(v); // from here on it may run there: not touched again
 }
 
@@ -496,7 +544,7 @@ bool io_wait(detail::IoOp *op) {
         }
         int rc = wd::wait_fd_async(vp, s, op->fd, &aw->w, op->seq);
         if (rc == 0) {
-            add(counters.io_parks);
+            add<uint64_t>(counters().io_parks);
             if (op->deadline || op->timeout) {
                 uint64_t dl = op->deadline;
                 if (op->timeout) {
