@@ -11,6 +11,7 @@
 #   make bench-posix  the same unmodified pthread binaries on NPTL and under weft-run (results/posix_micro.*)
 #   make bench-staged StagedServer: operation costs, Fig. 2 cohort writes, Fig. 8 pub-sub threaded vs staged,
 #                     next PC vs call chains, Fig. 6 weft-staged vs thread pools (results/stage*, pubsub.*, cohort_sites.*, fig6.*)
+#   make bench-vt     virtual threads (coroutines) against weft threads: spawn, yield, channel, idle memory (results/vt_micro.json)
 #   make bench-cachegrind  the same under Valgrind's cache simulator, scaled down: misses per event and per write (results/cachegrind.*)
 #   make bench-admission  Capriccio §5.3: producers/consumers under a cgroup memory limit, NPTL and weft
 #                     FIFO against the resource-aware policy (results/admission.*; root; QUICK=1 < 1 min)
@@ -25,7 +26,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt fuzz install clean
 
 all: build
 
@@ -107,6 +108,10 @@ bench-posix: build
 # StagedServer (docs/staged.md): what an operation costs in both styles, the
 # paper's Fig. 2 (cohorts of asynchronous writes) and Fig. 8 (pub-sub,
 # threaded against staged, and capped cohorts); ~7 minutes, QUICK=1 ~1.
+bench-vt: build
+	@mkdir -p results
+	taskset -c 1 $(BUILD)/bench/weft-vt-bench --json $(if $(QUICK),--ops 100000 --idle 100000 --idle-weft 10000) | tee results/vt_micro.json
+
 bench-staged: build
 	@mkdir -p results var
 	taskset -c 1 $(BUILD)/bench/weft-stage-bench --json | tee results/stage_ops.json

@@ -239,7 +239,8 @@ def load_servers(path, names=None):
 WEFT_BINS = {"knot": ("servers", "knot", "weft-knot"), "userver": ("servers", "userver", "weft-userver"),
              "watpipe": ("servers", "watpipe", "weft-watpipe"),
              "knot-linked": ("servers", "knot", "weft-knot-linked"),
-             "pool": ("servers", "pool", "weft-pool"), "staged": ("servers", "staged", "weft-staged")}
+             "pool": ("servers", "pool", "weft-pool"), "staged": ("servers", "staged", "weft-staged"),
+             "vtserver": ("servers", "vtserver", "weft-vtserver")}
 APACHE_KINDS = ("apache", "apache-weft")
 # Kinds that are a weft server's binary under weft-run: {kind: the binary's kind}.
 UNDER_WEFT_RUN = {"pool-weft": "pool"}
