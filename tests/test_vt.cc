@@ -434,6 +434,24 @@ TEST(Vt, FramesGoBackToThePoolAndSizesAreRecorded) {
     }));
 }
 
+TEST(Vt, FrameSizesAreReportedPerCoroutine) {
+    ASSERT_EQ(0, wt::run(1, [] {
+        vt::record_frames(true);
+        int sum = 0;
+        vt::spawn(store_sum(&sum)).join();
+        vt::record_frames(false);
+        const auto report = vt::frame_report();
+        // deep() allocated kDeep + 1 frames of one size; store_sum and add_one one each.
+        bool found_deep = false;
+        for (const auto &f : report) {
+            EXPECT_GT(f.bytes, 0u);
+            if (f.count >= static_cast<uint64_t>(kDeep) + 1) found_deep = true;
+        }
+        EXPECT_TRUE(found_deep);
+        EXPECT_GE(report.size(), 3u);
+    }));
+}
+
 WEFT_ON_VPROCS(VtOnVprocs);
 
 } // namespace

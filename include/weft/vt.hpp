@@ -38,6 +38,8 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <vector>
 #include <type_traits>
 #include <utility>
 
@@ -513,5 +515,18 @@ struct Stats {
 };
 // Summed over every vproc.
 Stats stats() noexcept;
+
+// The continuation size the paper optimised by hand, per coroutine: with
+// recording on, every frame allocated is counted by the coroutine that
+// allocated it (its address: the caller of the frame allocator is the
+// coroutine's ramp). Off by default (a table lookup per frame).
+struct FrameSite {
+    const void *code;     // inside the coroutine's ramp function
+    std::string name;     // demangled, when the symbol is visible (-rdynamic), else ""
+    size_t bytes;         // its frame
+    uint64_t count;       // frames allocated
+};
+void record_frames(bool on) noexcept;
+std::vector<FrameSite> frame_report();
 
 } // namespace weft::vt

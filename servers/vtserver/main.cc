@@ -140,7 +140,55 @@ std::string stats_extra() {
              static_cast<unsigned long long>(v.resumes), static_cast<unsigned long long>(v.io_parks),
              static_cast<unsigned long long>(v.frames), static_cast<unsigned long long>(v.frame_bytes),
              static_cast<unsigned long long>(v.largest_frame));
-    return weft::srv::runtime_stats_json() + b;
+    std::string out = weft::srv::runtime_stats_json() + b;
+    // The continuation sizes, by coroutine (recorded with --stats).
+    out += ",\n \"frames\": [";
+    bool first = true;
+    for (const vt::FrameSite &f : vt::frame_report()) {
+        std::string name;
+        for (char c : f.name) // a JSON string: the demangled names have no control characters
+            if (c == '"' || c == '\\') name += '\\', name += c;
+            else name += c;
+        char row[96];
+        snprintf(row, sizeof row, "\"bytes\": %zu, \"count\": %llu}", f.bytes, static_cast<unsigned long long>(f.count));
+        out += (first ? "{\"coroutine\": \"" : ", {\"coroutine\": \"") + name + "\", " + row;
+        first = false;
+    }
+    return out + "]";
+}
+
+} // namespace
+
+// The coroutines (not in an anonymous namespace: the stats page names them).
+namespace vtserver {
+
+// Read and drop `left` bytes of a request body (its own frame: only a
+// request with a body pays for the buffer).
+vt::Task<bool> drop_body(int fd, uint64_t left, uint64_t timeout) {
+    char sink[1024];
+    while (left > 0) {
+        ssize_t n = co_await vt::within(vt::recv(fd, sink, std::min<uint64_t>(left, sizeof sink)), timeout);
+        if (n <= 0) co_return false;
+        left -= static_cast<uint64_t>(n);
+    }
+    co_return true;
+}
+
+// The reply: head and a memory body in one writev; a file's bytes by
+// sendfile after the head. False if the connection failed. Its own frame:
+// the awaiters of the three ways are not in the connection's while it idles.
+vt::Task<bool> send_reply(int fd, const weft::http::Reply &r, uint64_t timeout) {
+    if (r.body != BodyKind::File) {
+        struct iovec iov[2] = {{const_cast<char *>(r.head), r.head_len},
+                               {const_cast<char *>(r.mem), static_cast<size_t>(r.length)}};
+        const int n = r.body == BodyKind::Memory ? 2 : 1;
+        const size_t want = r.head_len + (n == 2 ? r.length : 0);
+        co_return co_await vt::within(vt::writev(fd, iov, n), timeout) == static_cast<ssize_t>(want);
+    }
+    if (co_await vt::within(vt::send(fd, r.head, r.head_len, MSG_MORE), timeout) != static_cast<ssize_t>(r.head_len))
+        co_return false;
+    co_return co_await vt::within(vt::sendfile(fd, r.file->fd, static_cast<off_t>(r.offset), r.length), timeout) ==
+        static_cast<ssize_t>(r.length);
 }
 
 // One connection, the whole of its life. The state that lives across
@@ -206,16 +254,8 @@ vt::Task<> serve(int fd) {
                     std::memmove(in + req.head_len, in + req.head_len + req.body_len, in_buf - req.body_len);
                     have -= static_cast<size_t>(req.body_len);
                 } else {
-                    uint64_t left = req.body_len - in_buf;
                     have = req.head_len;
-                    char sink[1024];
-                    while (left > 0) {
-                        ssize_t n = co_await vt::within(vt::recv(fd, sink, std::min<uint64_t>(left, sizeof sink)),
-                                                        send_timeout);
-                        if (n <= 0) break;
-                        left -= static_cast<uint64_t>(n);
-                    }
-                    if (left > 0) break;
+                    if (!co_await drop_body(fd, req.body_len - in_buf, send_timeout)) break;
                 }
             }
             const bool allow_ka = !s.stopping.load(std::memory_order_relaxed) && served < s.opt.max_requests;
@@ -228,21 +268,7 @@ vt::Task<> serve(int fd) {
             }
         }
 
-        // The reply: head and a memory body in one writev; a file's bytes by
-        // sendfile after the head.
-        bool ok;
-        struct iovec iov[2] = {{r.head, r.head_len}, {const_cast<char *>(r.mem), static_cast<size_t>(r.length)}};
-        if (r.body != BodyKind::File) {
-            const int n = r.body == BodyKind::Memory ? 2 : 1;
-            const size_t want = r.head_len + (n == 2 ? r.length : 0);
-            ok = co_await vt::within(vt::writev(fd, iov, n), send_timeout) == static_cast<ssize_t>(want);
-        } else {
-            ok = co_await vt::within(vt::send(fd, r.head, r.head_len, MSG_MORE), send_timeout) ==
-                 static_cast<ssize_t>(r.head_len);
-            if (ok)
-                ok = co_await vt::within(vt::sendfile(fd, r.file->fd, static_cast<off_t>(r.offset), r.length),
-                                         send_timeout) == static_cast<ssize_t>(r.length);
-        }
+        const bool ok = co_await send_reply(fd, r, send_timeout);
         weft::srv::count_reply(s.counters, r.status, r.head_len + r.length, ok);
         r.file.reset(); // let the cache close a replaced file now
         if (!ok || !r.keep_alive || pr.kind == ParseResult::Error) break;
@@ -255,6 +281,9 @@ vt::Task<> serve(int fd) {
     s.counters.open_conns.fetch_sub(1, std::memory_order_relaxed);
     vt::close(fd);
 }
+} // namespace vtserver
+
+namespace {
 
 // One per vproc: connections become virtual threads there.
 void *acceptor(void *arg) {
@@ -269,7 +298,7 @@ void *acceptor(void *arg) {
             continue;
         }
         try {
-            vt::spawn(serve(fd)); // detached: it ends with its connection
+            vt::spawn(vtserver::serve(fd)); // detached: it ends with its connection
         } catch (const std::bad_alloc &) {
             weft::srv::refuse(accept_site, fd);
         }
@@ -328,6 +357,7 @@ int run(void *) {
     accept_site.busy = busy_bytes.data();
     accept_site.busy_len = busy_bytes.size();
     weft::srv::accept_reserve_spare();
+    if (s.opt.stats) vt::record_frames(true);
 
     weft_thread_t watcher;
     weft_thread_create(&watcher, nullptr, signal_watcher, nullptr);

@@ -18,12 +18,15 @@
 // be running on another vproc (migration, an I/O event delivered there).
 #include "weft/vt.hpp"
 
+#include <cxxabi.h>
+#include <dlfcn.h>
 #include <poll.h>
 #include <sys/sendfile.h>
 #include <sys/uio.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -128,7 +131,38 @@ void raw_free(void *p, size_t n) noexcept {
     pool.free[c - 1] = p;
 }
 
-void *frame_alloc(size_t n) {
+namespace {
+// Frame sizes by coroutine (record_frames): open addressing, never shrinks;
+// a spin lock, taken only while recording.
+struct SiteTable {
+    static constexpr size_t kSlots = 1024;
+    std::atomic<bool> on{false};
+    std::atomic_flag lock = ATOMIC_FLAG_INIT;
+    struct Slot {
+        const void *code = nullptr;
+        size_t bytes = 0;
+        uint64_t count = 0;
+    } slots[kSlots];
+    void add(const void *code, size_t n) {
+        while (lock.test_and_set(std::memory_order_acquire)) {
+        }
+        size_t i = (reinterpret_cast<uintptr_t>(code) >> 4) % kSlots;
+        for (size_t probe = 0; probe < kSlots; ++probe, i = (i + 1) % kSlots) {
+            Slot &s = slots[i];
+            if (s.code == code || !s.code) {
+                s.code = code;
+                s.bytes = n;
+                ++s.count;
+                break;
+            }
+        }
+        lock.clear(std::memory_order_release);
+    }
+} sites;
+} // namespace
+
+[[gnu::noinline]] void *frame_alloc(size_t n) {
+    if (__builtin_expect(sites.on.load(std::memory_order_relaxed), 0)) sites.add(__builtin_return_address(0), n);
     ThreadCounters &k = counters();
     add<uint64_t>(k.frames);
     add<int64_t>(k.frame_bytes, static_cast<int64_t>(n));
@@ -382,6 +416,29 @@ std::coroutine_handle<> top_done(VThread *v) noexcept {
     return std::noop_coroutine();
 }
 } // namespace detail
+
+void record_frames(bool on) noexcept { detail::sites.on.store(on, std::memory_order_relaxed); }
+
+std::vector<FrameSite> frame_report() {
+    std::vector<FrameSite> out;
+    auto &t = detail::sites;
+    while (t.lock.test_and_set(std::memory_order_acquire)) {
+    }
+    for (const auto &s : t.slots)
+        if (s.code) out.push_back({s.code, std::string(), s.bytes, s.count});
+    t.lock.clear(std::memory_order_release);
+    for (FrameSite &f : out) {
+        Dl_info info;
+        if (dladdr(f.code, &info) && info.dli_sname) {
+            int status = 0;
+            char *d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+            f.name = status == 0 && d ? d : info.dli_sname;
+            std::free(d);
+        }
+    }
+    std::sort(out.begin(), out.end(), [](const FrameSite &a, const FrameSite &b) { return a.bytes > b.bytes; });
+    return out;
+}
 
 Handle spawn_on(int vproc, Task<void> body) {
     auto *v = new VThread;
