@@ -434,6 +434,88 @@ TEST(Vt, FramesGoBackToThePoolAndSizesAreRecorded) {
     }));
 }
 
+// ---- clues ---------------------------------------------------------------------------
+
+vt::Task<> follow_ab(vt::Clue *a, vt::Clue *b, int rounds, std::vector<int> *where) {
+    for (int i = 0; i < rounds; ++i) {
+        co_await vt::follow(*a);
+        where->push_back(weft_vproc_self());
+        co_await vt::follow(*b);
+        where->push_back(weft_vproc_self());
+    }
+}
+
+TEST(VtClues, FollowingAClueMovesToItsLoopAndCountsSequences) {
+    ASSERT_EQ(0, wt::run(2, [] {
+        vt::Clue a(0), b(1);
+        std::vector<int> where;
+        vt::spawn(follow_ab(&a, &b, 10, &where)).join();
+        ASSERT_EQ(20u, where.size());
+        for (size_t i = 0; i < where.size(); ++i) EXPECT_EQ(static_cast<int>(i % 2), where[i]) << i;
+        EXPECT_EQ(10u, a.follows());
+        EXPECT_EQ(&a, b.previous()); // b always follows a
+        EXPECT_EQ(1u, b.different_count());
+        EXPECT_EQ(9u, b.same_count());
+        EXPECT_EQ(&b, a.previous()); // a follows b from the second round on
+        EXPECT_EQ(1u, a.different_count()); // the first: nothing before, as before (a fresh clue)
+        EXPECT_EQ(9u, a.same_count());
+    }));
+}
+
+vt::Task<> hashed_follower(vt::HashedClue *h, std::atomic<int> *on) {
+    co_await vt::follow(*h);
+    on[weft_vproc_self()].fetch_add(1);
+}
+
+TEST(VtClues, AHashedClueSpreadsThreadsOverItsLoops) {
+    ASSERT_EQ(0, wt::run(2, [] {
+        vt::HashedClue h(2);
+        std::atomic<int> on[2] = {0, 0};
+        std::vector<vt::Handle> hs;
+        for (int i = 0; i < 200; ++i) hs.push_back(vt::spawn(hashed_follower(&h, on)));
+        for (auto &x : hs) x.join();
+        EXPECT_EQ(200, on[0].load() + on[1].load());
+        EXPECT_GT(on[0].load(), 20);
+        EXPECT_GT(on[1].load(), 20);
+    }));
+}
+
+void spin_ns(uint64_t ns) {
+    for (uint64_t end = weft_now_ns() + ns; weft_now_ns() < end;) {
+    }
+}
+
+// A three-stage pipeline: A and B cost 100 µs an item, C 200 µs.
+vt::Task<> pipeline_worker(vt::Clue *a, vt::Clue *b, vt::Clue *c, uint64_t until) {
+    while (weft_now_ns() < until) {
+        co_await vt::follow(*a);
+        spin_ns(100 * wt::kUs);
+        co_await vt::follow(*b);
+        spin_ns(100 * wt::kUs);
+        co_await vt::follow(*c);
+        spin_ns(200 * wt::kUs);
+    }
+}
+
+TEST(VtClues, TheCluethreadMovesTheClueThatBalancesTheLoops) {
+    ASSERT_EQ(0, wt::run(2, [] {
+        // A and C on vproc 0 (300 µs an item), B alone on vproc 1 (100 µs).
+        // Moving A balances them (200 : 200); moving C would not (100 : 300).
+        vt::Clue a(0), b(1), c(0);
+        vt::Cluethread ct({.period_ns = 10 * wt::kMs, .threshold = 0.10});
+        const uint64_t until = weft_now_ns() + 400 * wt::kMs;
+        std::vector<vt::Handle> hs;
+        for (int i = 0; i < 12; ++i) hs.push_back(vt::spawn_on(0, pipeline_worker(&a, &b, &c, until)));
+        for (auto &h : hs) h.join();
+        ct.stop();
+        ASSERT_GE(ct.history().size(), 1u);
+        const auto &first = ct.history()[0];
+        EXPECT_EQ(&a, first.clue) << "the first move should be A's (B: " << &b << ", C: " << &c << ")";
+        EXPECT_EQ(0, first.from);
+        EXPECT_EQ(1, first.to);
+    }));
+}
+
 TEST(Vt, FrameSizesAreReportedPerCoroutine) {
     ASSERT_EQ(0, wt::run(1, [] {
         vt::record_frames(true);

@@ -31,11 +31,13 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -51,6 +53,7 @@ struct VThread;
 template <class T = void> class Task;
 
 namespace detail {
+struct ClueAccess;
 
 // Coroutine frames: per-vproc free lists by 64-byte size class (frames up
 // to 4 KiB; larger ones from malloc).
@@ -69,7 +72,8 @@ struct PromiseBase {
     std::exception_ptr error;
     VThread *vt = nullptr;
 
-    static void *operator new(size_t n) { return frame_alloc(n); }
+    // Inlined even unoptimised: frame_alloc names its caller, the coroutine.
+    [[gnu::always_inline]] static void *operator new(size_t n) { return frame_alloc(n); }
     static void operator delete(void *p, size_t n) noexcept { frame_free(p, n); }
     std::suspend_always initial_suspend() noexcept { return {}; }
     struct Final {
@@ -349,6 +353,103 @@ struct Migrate {
     void await_resume() const noexcept {}
 };
 inline Migrate migrate(int vproc) noexcept { return {vproc}; }
+
+// ---- clues (§2.2.3): self-organising pipelines -----------------------------------
+
+// A clue belongs to one event loop (vproc). A virtual thread that follows
+// it migrates there (nothing, if already there): code between two follows
+// is a pipeline stage, and runs on one loop. The cluethread moves clues
+// between loops to balance their load.
+class Clue {
+public:
+    explicit Clue(int vproc = 0);
+    ~Clue();
+    Clue(const Clue &) = delete;
+    Clue &operator=(const Clue &) = delete;
+
+    int vproc() const noexcept { return vp_.load(std::memory_order_relaxed); }
+    void move_to(int vproc) noexcept { vp_.store(vproc, std::memory_order_relaxed); }
+
+    // The paper's bookkeeping (footnote 3): the clue a thread followed just
+    // before this one, and how often that was the same as last time.
+    Clue *previous() const noexcept { return previous_.load(std::memory_order_relaxed); }
+    uint64_t same_count() const noexcept { return same_.load(std::memory_order_relaxed); }
+    uint64_t different_count() const noexcept { return different_.load(std::memory_order_relaxed); }
+    uint64_t follows() const noexcept { return follows_.load(std::memory_order_relaxed); }
+    // CPU time virtual threads spent after following it, before their next
+    // follow or their end (its stage's load).
+    uint64_t busy_ns() const noexcept { return busy_.load(std::memory_order_relaxed); }
+
+    struct Follow {
+        Clue &c;
+        bool await_ready() noexcept;
+        void await_suspend(std::coroutine_handle<> h) noexcept;
+        void await_resume() const noexcept {}
+    };
+    Follow follow() noexcept { return Follow{*this}; }
+
+private:
+    friend struct detail::ClueAccess;
+    std::atomic<int> vp_;
+    std::atomic<Clue *> previous_{nullptr};
+    std::atomic<uint64_t> same_{0}, different_{0}, follows_{0}, busy_{0};
+    Clue *next_ = nullptr, *prev_ = nullptr; // every clue, for the cluethread
+};
+inline Clue::Follow follow(Clue &c) noexcept { return c.follow(); }
+
+// A hashed n-clue (§5): n sub-clues, on as many loops; a virtual thread
+// follows the one its identity hashes to, so one stage runs on several loops.
+class HashedClue {
+public:
+    explicit HashedClue(int n);
+    Clue &sub(size_t i) { return *subs_[i]; }
+    size_t size() const { return subs_.size(); }
+    Clue::Follow follow() noexcept;
+
+private:
+    std::vector<std::unique_ptr<Clue>> subs_;
+};
+inline Clue::Follow follow(HashedClue &c) noexcept { return c.follow(); }
+
+// The cluethread: a weft thread that every `period_ns` reads each loop's
+// CPU use and each clue's, and when the busiest loop is ahead of the idlest
+// by more than `threshold` of the period moves one clue from it: the one
+// whose load comes closest to halving the gap, among those with the fewest
+// neighbours-in-sequence (the clue before it, or after it) on that loop —
+// only if the move at least halves the gap, and never in the period after
+// a move (whose figures straddle it).
+struct CluethreadOptions {
+    uint64_t period_ns = 20'000'000; // 20 ms
+    double threshold = 0.10;
+};
+class Cluethread {
+public:
+    explicit Cluethread(CluethreadOptions o = {});
+    ~Cluethread(); // stops it
+    Cluethread(const Cluethread &) = delete;
+    Cluethread &operator=(const Cluethread &) = delete;
+    void stop();
+    uint64_t moves() const noexcept { return moves_.load(std::memory_order_relaxed); }
+    struct Move {
+        const Clue *clue;
+        int from, to;
+    };
+    // The moves it made, in order (read after stop()).
+    const std::vector<Move> &history() const noexcept { return history_; }
+
+private:
+    static void *main(void *self);
+    std::vector<Move> history_;
+    CluethreadOptions opt_;
+    std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> moves_{0};
+    weft_thread_t t_{};
+    bool running_ = false;
+};
+
+// CPU time each vproc's loop has spent running virtual threads, in ns
+// (counted while any clue exists).
+uint64_t loop_busy_ns(int vproc) noexcept;
 
 // ---- synchronisation between virtual threads (any vprocs) ---------------------
 

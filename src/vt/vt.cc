@@ -195,6 +195,7 @@ struct VThread {
     Loop *loop = nullptr;                 // the loop it runs on
     VThread *next = nullptr;              // in a queue
     detail::IoOp *retry = nullptr;        // parked on a descriptor: try this first
+    Clue *clue = nullptr;                 // the clue it followed last (its stage)
     std::atomic<int> refs{2};             // the runtime's (until finished) and the Handle's
     // Who waits for its end: nobody, a virtual thread, a weft thread (on
     // `done`), or kDone once it has ended. One exchange on each side.
@@ -209,6 +210,18 @@ struct VThread {
     VThread() { weft_sem_init(&done, 0); }
     ~VThread() { weft_sem_destroy(&done); }
 };
+
+namespace detail {
+struct ClueAccess {
+    static std::atomic<uint64_t> &busy(Clue &c) { return c.busy_; }
+    static std::atomic<Clue *> &previous(Clue &c) { return c.previous_; }
+    static std::atomic<uint64_t> &same(Clue &c) { return c.same_; }
+    static std::atomic<uint64_t> &different(Clue &c) { return c.different_; }
+    static std::atomic<uint64_t> &follows(Clue &c) { return c.follows_; }
+    static Clue *&next(Clue &c) { return c.next_; }
+    static Clue *&prev(Clue &c) { return c.prev_; }
+};
+} // namespace detail
 
 namespace {
 
@@ -247,6 +260,7 @@ struct Loop {
     // thread runs: one word, so that the thread's end (1 -> 0) and a spawn
     // counting one in (+2) cannot miss each other.
     std::atomic<uint64_t> state{0};
+    std::atomic<uint64_t> busy_ns{0};      // running virtual threads (while clues exist); its thread writes
     Queue active, yielded;                // touched on vp's kernel thread only
     std::atomic<VThread *> inbox{nullptr}; // from other vprocs (a lock-free stack)
     std::atomic<bool> sleeping{false};
@@ -318,6 +332,18 @@ void finish(VThread *v) {
 
 bool io_retry(detail::IoOp *op);
 
+std::atomic<int> clues_live{0}; // while any exists, the loops time what they run
+// The stage the running virtual thread is in (the clue it followed last)
+// and since when: a follow that does not migrate changes stage inside one
+// resume, so the time is split there.
+thread_local Clue *tl_stage = nullptr;
+thread_local uint64_t tl_stage_t0 = 0;
+
+void stage_time(uint64_t now) {
+    if (tl_stage) detail::ClueAccess::busy(*tl_stage).fetch_add(now - tl_stage_t0, std::memory_order_relaxed);
+    tl_stage_t0 = now;
+}
+
 void run_one(VThread *v) {
     if (v->retry) {
         detail::IoOp *op = v->retry;
@@ -325,10 +351,22 @@ void run_one(VThread *v) {
         if (!io_retry(op)) return; // parked again (a spurious event)
     }
     add<uint64_t>(counters().resumes);
+    Loop *l = v->loop;
+    const uint64_t t0 = clues_live.load(std::memory_order_relaxed) ? weft_now_ns() : 0;
+    if (t0) {
+        tl_stage = v->clue;
+        tl_stage_t0 = t0;
+    }
     tl_current = v;
     tl_ended = nullptr;
     v->resume.resume();
     tl_current = nullptr;
+    if (t0) { // v may be elsewhere now: only what was read before, and thread-locals
+        const uint64_t t1 = weft_now_ns();
+        l->busy_ns.store(l->busy_ns.load(std::memory_order_relaxed) + (t1 - t0), std::memory_order_relaxed);
+        stage_time(t1);
+        tl_stage = nullptr;
+    }
     if (VThread *e = tl_ended) { // its top coroutine returned (here: it cannot have moved since)
         tl_ended = nullptr;
         finish(e);
@@ -336,6 +374,7 @@ void run_one(VThread *v) {
 }
 
 constexpr int kPass = 256;
+constexpr uint64_t kPassNs = 1'000'000;
 
 void *loop_main(void *arg) {
     Loop *l = static_cast<Loop *>(arg);
@@ -354,13 +393,16 @@ void *loop_main(void *arg) {
             continue;
         }
         // A pass: the active queue, and what the pass itself makes ready
-        // (a joiner, a channel's partner), up to kPass resumes; what yields
-        // waits for the next pass. Then the vproc's other weft threads, its
-        // timers and its reactor get their turn.
+        // (a joiner, a channel's partner), up to kPass resumes or about
+        // kPassNs (looked at every 16: a clock read costs more than a
+        // resume); what yields waits for the next pass. Then the vproc's
+        // other weft threads, its timers and its reactor get their turn.
+        const uint64_t pass_start = weft_now_ns();
         for (int n = 0; n < kPass; ++n) {
             VThread *v = l->active.pop();
             if (!v) break;
             run_one(v);
+            if ((n & 15) == 15 && weft_now_ns() - pass_start > kPassNs) break;
         }
         l->active.append(l->yielded);
         weft_yield();
@@ -748,5 +790,149 @@ ssize_t AcceptOp::attempt() noexcept {
 }
 
 int close(int fd) noexcept { return weft_close(fd); }
+
+// ---- clues ---------------------------------------------------------------------
+
+namespace {
+std::mutex clue_mu;          // the list of clues
+Clue *clue_head = nullptr;
+} // namespace
+
+Clue::Clue(int vproc) : vp_(vproc) {
+    std::lock_guard<std::mutex> g(clue_mu);
+    next_ = clue_head;
+    if (clue_head) clue_head->prev_ = this;
+    clue_head = this;
+    clues_live.fetch_add(1, std::memory_order_relaxed);
+}
+
+Clue::~Clue() {
+    std::lock_guard<std::mutex> g(clue_mu);
+    (prev_ ? prev_->next_ : clue_head) = next_;
+    if (next_) next_->prev_ = prev_;
+    clues_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool Clue::Follow::await_ready() noexcept {
+    VThread *v = tl_current;
+    Clue *last = v->clue;
+    if (c.previous_.load(std::memory_order_relaxed) == last) {
+        c.same_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        c.previous_.store(last, std::memory_order_relaxed);
+        c.different_.fetch_add(1, std::memory_order_relaxed);
+    }
+    c.follows_.fetch_add(1, std::memory_order_relaxed);
+    v->clue = &c;
+    if (tl_stage_t0 && clues_live.load(std::memory_order_relaxed)) { // the stage changes here
+        stage_time(weft_now_ns());
+        tl_stage = &c;
+    }
+    const int vp = c.vproc();
+    return vp < 0 || vp >= weft_vproc_count() || vp == weft_vproc_self();
+}
+
+void Clue::Follow::await_suspend(std::coroutine_handle<> h) noexcept {
+    Migrate m{c.vproc()};
+    m.await_suspend(h);
+}
+
+HashedClue::HashedClue(int n) {
+    const int vprocs = weft_vproc_count() > 0 ? weft_vproc_count() : 1;
+    for (int i = 0; i < (n > 0 ? n : 1); ++i) subs_.push_back(std::make_unique<Clue>(i % vprocs));
+}
+
+Clue::Follow HashedClue::follow() noexcept {
+    uint64_t h = reinterpret_cast<uintptr_t>(tl_current) >> 4; // the thread's identity
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15ull;
+    return subs_[static_cast<size_t>(h >> 33) % subs_.size()]->follow();
+}
+
+uint64_t loop_busy_ns(int vproc) noexcept {
+    if (vproc < 0 || vproc >= 64) return 0;
+    Loop *l = reg.loops[vproc].load(std::memory_order_acquire);
+    return l ? l->busy_ns.load(std::memory_order_relaxed) : 0;
+}
+
+Cluethread::Cluethread(CluethreadOptions o) : opt_(o) {
+    if (weft_thread_create(&t_, nullptr, main, this) == 0) running_ = true;
+}
+
+Cluethread::~Cluethread() { stop(); }
+
+void Cluethread::stop() {
+    if (!running_) return;
+    stop_.store(true, std::memory_order_relaxed);
+    weft_thread_join(t_, nullptr);
+    running_ = false;
+}
+
+void *Cluethread::main(void *arg) {
+    auto *self = static_cast<Cluethread *>(arg);
+    const int n = weft_vproc_count() < 64 ? weft_vproc_count() : 64;
+    std::vector<uint64_t> loop_before(static_cast<size_t>(n));
+    std::vector<std::pair<Clue *, uint64_t>> clue_before;
+    auto snapshot = [&] {
+        for (int i = 0; i < n; ++i) loop_before[static_cast<size_t>(i)] = loop_busy_ns(i);
+        std::lock_guard<std::mutex> g(clue_mu);
+        clue_before.clear();
+        for (Clue *c = clue_head; c; c = detail::ClueAccess::next(*c)) clue_before.emplace_back(c, c->busy_ns());
+    };
+    snapshot();
+    bool settling = false;
+    while (!self->stop_.load(std::memory_order_relaxed)) {
+        weft_sleep_ns(self->opt_.period_ns);
+        if (n < 2) continue;
+        if (settling) { // this period straddled the last move
+            settling = false;
+            snapshot();
+            continue;
+        }
+        // Each loop's work in the period; the busiest and the idlest.
+        int hi = 0, lo = 0;
+        std::vector<uint64_t> d(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) {
+            d[static_cast<size_t>(i)] = loop_busy_ns(i) - loop_before[static_cast<size_t>(i)];
+            if (d[static_cast<size_t>(i)] > d[static_cast<size_t>(hi)]) hi = i;
+            if (d[static_cast<size_t>(i)] < d[static_cast<size_t>(lo)]) lo = i;
+        }
+        const uint64_t gap = d[static_cast<size_t>(hi)] - d[static_cast<size_t>(lo)];
+
+        Clue *best = nullptr;
+        if (static_cast<double>(gap) > self->opt_.threshold * static_cast<double>(self->opt_.period_ns)) {
+            std::lock_guard<std::mutex> g(clue_mu);
+            // Candidates: the busy loop's clues whose load is under the gap
+            // (moving a bigger one would make it worse), by fewest
+            // neighbours-in-sequence on that loop, then by how close their
+            // load is to half the gap.
+            int best_nb = 0;
+            uint64_t best_miss = 0;
+            for (auto &[c, before] : clue_before) {
+                bool alive = false;
+                for (Clue *x = clue_head; x && !alive; x = detail::ClueAccess::next(*x)) alive = x == c;
+                if (!alive || c->vproc() != hi) continue;
+                const uint64_t load = c->busy_ns() - before;
+
+                if (load == 0 || load >= gap) continue;
+                int nb = 0;
+                for (Clue *x = clue_head; x; x = detail::ClueAccess::next(*x))
+                    if (x != c && x->vproc() == hi && (x->previous() == c || c->previous() == x)) ++nb;
+                const uint64_t miss = load > gap / 2 ? load - gap / 2 : gap / 2 - load;
+                if (!best || nb < best_nb || (nb == best_nb && miss < best_miss)) best = c, best_nb = nb, best_miss = miss;
+            }
+            if (best) {
+                best->move_to(lo);
+                self->history_.push_back({best, hi, lo});
+            }
+        }
+        if (best) {
+            self->moves_.fetch_add(1, std::memory_order_relaxed);
+            settling = true;
+        }
+        snapshot();
+    }
+    return nullptr;
+}
 
 } // namespace weft::vt
