@@ -111,6 +111,7 @@ bench-posix: build
 bench-vt: build
 	@mkdir -p results
 	taskset -c 1 $(BUILD)/bench/weft-vt-bench --json $(if $(QUICK),--ops 100000 --idle 100000 --idle-weft 10000) | tee results/vt_micro.json
+	$(BUILD)/bench/weft-clues-bench --json $(if $(QUICK),--seconds 0.5 --warmup 0.2) | tee results/vt_clues.json
 
 bench-staged: build
 	@mkdir -p results var
