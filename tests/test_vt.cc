@@ -502,10 +502,11 @@ TEST(VtClues, TheCluethreadMovesTheClueThatBalancesTheLoops) {
         // A and C on vproc 0 (300 µs an item), B alone on vproc 1 (100 µs).
         // Moving A balances them (200 : 200); moving C would not (100 : 300).
         vt::Clue a(0), b(1), c(0);
-        vt::Cluethread ct({.period_ns = 10 * wt::kMs, .threshold = 0.10});
         const uint64_t until = weft_now_ns() + 400 * wt::kMs;
         std::vector<vt::Handle> hs;
         for (int i = 0; i < 12; ++i) hs.push_back(vt::spawn_on(0, pipeline_worker(&a, &b, &c, until)));
+        weft_sleep_ns(20 * wt::kMs); // the pipeline fills
+        vt::Cluethread ct({.period_ns = 10 * wt::kMs, .threshold = 0.10});
         for (auto &h : hs) h.join();
         ct.stop();
         ASSERT_GE(ct.history().size(), 1u);

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "weft/weft.h"
 
 namespace {
@@ -141,15 +142,6 @@ int body(void *) {
     return 0;
 }
 
-long number(const char *name, const char *v, long lo, long hi) {
-    char *end = nullptr;
-    long n = v ? std::strtol(v, &end, 10) : 0;
-    if (!v || *end || n < lo || n > hi) {
-        std::fprintf(stderr, "weft-cohort-sites: %s wants a number in [%ld, %ld]\n", name, lo, hi);
-        std::exit(2);
-    }
-    return n;
-}
 
 } // namespace
 
@@ -164,10 +156,10 @@ int main(int argc, char **argv) {
                         "from WEFT_POLICY, the call chains from WEFT_GRAPH / WEFT_GRAPH_DEPTH.\n");
             return 0;
         }
-        if (a == "--threads") opt.threads = number("--threads", v, 2, 1000000), ++i;
-        else if (a == "--rounds") opt.rounds = number("--rounds", v, 1, 1000000), ++i;
-        else if (a == "--table-kb") opt.table_kb = number("--table-kb", v, 1, 1 << 20), ++i;
-        else if (a == "--touches") opt.touches = number("--touches", v, 1, 1 << 20), ++i;
+        if (a == "--threads") opt.threads = weft::srv::parse_long("weft-cohort-sites", "--threads", v, 2, 1000000), ++i;
+        else if (a == "--rounds") opt.rounds = weft::srv::parse_long("weft-cohort-sites", "--rounds", v, 1, 1000000), ++i;
+        else if (a == "--table-kb") opt.table_kb = weft::srv::parse_long("weft-cohort-sites", "--table-kb", v, 1, 1 << 20), ++i;
+        else if (a == "--touches") opt.touches = weft::srv::parse_long("weft-cohort-sites", "--touches", v, 1, 1 << 20), ++i;
         else if (a == "--json") opt.json = true;
         else {
             std::fprintf(stderr, "weft-cohort-sites: unknown option %s (--help)\n", a.c_str());

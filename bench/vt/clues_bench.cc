@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "weft/vt.hpp"
 
 namespace vt = weft::vt;
@@ -88,15 +89,6 @@ int body(void *) {
     return 0;
 }
 
-double number(const char *name, const char *v, double lo, double hi) {
-    char *end = nullptr;
-    double n = v ? std::strtod(v, &end) : 0;
-    if (!v || *end || !(n >= lo && n <= hi)) {
-        std::fprintf(stderr, "weft-clues-bench: %s wants a number in [%g, %g]\n", name, lo, hi);
-        std::exit(2);
-    }
-    return n;
-}
 
 } // namespace
 
@@ -111,9 +103,10 @@ int main(int argc, char **argv) {
                         "(S = 2 s measured after 0.5 s, N = 12 workers).\n");
             return 0;
         }
-        if (a == "--seconds") seconds = number("--seconds", v, 0.05, 600), ++i;
-        else if (a == "--warmup") warmup = number("--warmup", v, 0, 60), ++i;
-        else if (a == "--workers") workers = static_cast<int>(number("--workers", v, 1, 100000)), ++i;
+        if (a == "--seconds") seconds = weft::srv::parse_seconds("weft-clues-bench", "--seconds", v), ++i;
+        else if (a == "--warmup") warmup = weft::srv::parse_seconds("weft-clues-bench", "--warmup", v), ++i;
+        else if (a == "--workers")
+            workers = static_cast<int>(weft::srv::parse_long("weft-clues-bench", "--workers", v, 1, 100000)), ++i;
         else if (a == "--json") json = true;
         else {
             std::fprintf(stderr, "weft-clues-bench: unknown option %s (--help)\n", a.c_str());

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "weft/vt.hpp"
 
 namespace vt = weft::vt;
@@ -183,15 +184,6 @@ int body(void *) {
     return 0;
 }
 
-long number(const char *name, const char *v) {
-    char *end = nullptr;
-    long n = v ? std::strtol(v, &end, 10) : 0;
-    if (!v || *end || n < 1) {
-        std::fprintf(stderr, "weft-vt-bench: %s wants a positive number\n", name);
-        std::exit(2);
-    }
-    return n;
-}
 
 } // namespace
 
@@ -206,9 +198,9 @@ int main(int argc, char **argv) {
                         "virtual, 10^5 weft threads by default).\n");
             return 0;
         }
-        if (a == "--ops") ops = number("--ops", v), ++i;
-        else if (a == "--idle") idle_vt = number("--idle", v), ++i;
-        else if (a == "--idle-weft") idle_weft = number("--idle-weft", v), ++i;
+        if (a == "--ops") ops = weft::srv::parse_long("weft-vt-bench", "--ops", v, 1, 1000000000), ++i;
+        else if (a == "--idle") idle_vt = weft::srv::parse_long("weft-vt-bench", "--idle", v, 1, 1000000000), ++i;
+        else if (a == "--idle-weft") idle_weft = weft::srv::parse_long("weft-vt-bench", "--idle-weft", v, 1, 1000000000), ++i;
         else if (a == "--json") json = true;
         else {
             std::fprintf(stderr, "weft-vt-bench: unknown option %s (--help)\n", a.c_str());

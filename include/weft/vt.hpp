@@ -416,8 +416,8 @@ inline Clue::Follow follow(HashedClue &c) noexcept { return c.follow(); }
 // by more than `threshold` of the period moves one clue from it: the one
 // whose load comes closest to halving the gap, among those with the fewest
 // neighbours-in-sequence (the clue before it, or after it) on that loop —
-// only if the move at least halves the gap, and never in the period after
-// a move (whose figures straddle it).
+// only if the move at least halves the gap, and never in its first period
+// or the period after a move (whose figures straddle it).
 struct CluethreadOptions {
     uint64_t period_ns = 20'000'000; // 20 ms
     double threshold = 0.10;

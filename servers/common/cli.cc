@@ -22,7 +22,16 @@ void usage_error(const char *prog, const char *fmt, const char *arg) {
     std::exit(2);
 }
 
+namespace {
+void need_value(const char *prog, const char *opt, const char *s) {
+    if (s) return;
+    std::fprintf(stderr, "%s: %s wants a value\n", prog, opt);
+    std::exit(2);
+}
+} // namespace
+
 long parse_long(const char *prog, const char *opt, const char *s, long lo, long hi) {
+    need_value(prog, opt, s);
     char *end = nullptr;
     errno = 0;
     long v = std::strtol(s, &end, 10);
@@ -34,6 +43,7 @@ long parse_long(const char *prog, const char *opt, const char *s, long lo, long 
 }
 
 double parse_seconds(const char *prog, const char *opt, const char *s) {
+    need_value(prog, opt, s);
     char *end = nullptr;
     errno = 0;
     double v = std::strtod(s, &end);

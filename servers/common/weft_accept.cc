@@ -6,9 +6,15 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/signalfd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
+#include "cli.hpp"
 #include "weft/weft.h"
 
 namespace weft::srv {
@@ -115,6 +121,75 @@ std::string runtime_stats_json() {
                      u(w.offloaded), u(w.stacks_mapped), u(w.stack_links), u(w.stack_spare_hits), u(w.stack_chunks),
                      u(w.admissions_shed));
     return std::string(runtime, static_cast<size_t>(n < 0 ? 0 : n >= 768 ? 767 : n));
+}
+
+int listen_sockets(const char *prog, std::string *listen, int vprocs, bool reuseport, int *fds, int max) {
+    socklen_t len = 0;
+    struct sockaddr_storage addr = resolve(prog, *listen, &len);
+    int count = 0;
+    const int want = vprocs > 1 && reuseport ? std::min(vprocs, max) : 1;
+    for (int i = 0; i < want; ++i) {
+        int fd = listen_on(prog, &addr, len, want > 1, *listen, SOCK_NONBLOCK); // later ones bind the first's port
+        if (fd == -2) break; // no SO_REUSEPORT here: one shared socket
+        fds[count++] = fd;
+    }
+    if (count == 0) fds[count++] = listen_on(prog, &addr, len, false, *listen, SOCK_NONBLOCK);
+    *listen = address_text(addr);
+    return count;
+}
+
+int stop_signal_fd() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_CLOEXEC);
+}
+
+void wait_stop_signal(const char *prog, int signal_fd, bool quiet, const std::atomic<long> &open_conns) {
+    struct signalfd_siginfo si;
+    while (weft_read(signal_fd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) {
+        if (errno != EAGAIN && errno != EINTR) break;
+    }
+    if (!quiet)
+        std::printf("%s: %s: shutting down (%ld connections open)\n", prog, strsignal(static_cast<int>(si.ssi_signo)),
+                    open_conns.load());
+    std::fflush(stdout);
+}
+
+void init_accept_site(AcceptSite *site, const char *prog, ServerCounters *counters,
+                      const std::atomic<bool> *stopping, const http::Responder &responder, std::string *busy) {
+    http::Reply r;
+    responder.error(503, &r);
+    busy->assign(r.head, r.head_len);
+    busy->append(r.mem, r.length);
+    site->prog = prog;
+    site->counters = counters;
+    site->stopping = stopping;
+    site->busy = busy->data();
+    site->busy_len = busy->size();
+}
+
+std::vector<weft_thread_t> start_accept_loops(const char *prog, int n, const int *fds, int nfds,
+                                              void *(*fn)(void *), const char *name) {
+    std::vector<weft_thread_t> loops;
+    const int vprocs = weft_vproc_count();
+    for (int i = 0; i < n; ++i) {
+        weft_thread_attr_t attr;
+        weft_thread_attr_init(&attr);
+        attr.home_vproc = i % vprocs;
+        attr.name = name;
+        weft_thread_t t;
+        int rc = weft_thread_create(&t, &attr, fn, reinterpret_cast<void *>(static_cast<intptr_t>(fds[i % nfds])));
+        if (rc != 0) {
+            std::fprintf(stderr, "%s: cannot create thread %d: %s\n", prog, i, std::strerror(rc));
+            break;
+        }
+        loops.push_back(t);
+    }
+    return loops;
 }
 
 } // namespace weft::srv

@@ -9,8 +9,11 @@
 #include <atomic>
 #include <cstddef>
 #include <string>
+#include <vector>
 
+#include "http/response.hpp"
 #include "stats.hpp"
+#include "weft/weft.h"
 
 namespace weft::srv {
 
@@ -41,5 +44,34 @@ void refuse(const AcceptSite &site, int fd);
 
 // The runtime's members of a stats page: ", \"vprocs\": N, \"runtime\": {...}".
 std::string runtime_stats_json();
+
+// ---- start-up, the same in every weft server ----
+
+// The listening sockets for `vprocs` accept loops: one per vproc with
+// SO_REUSEPORT when there are several and reuseport allows, else one; all
+// O_NONBLOCK (accept_one wants that). *listen becomes the address bound
+// (the port the kernel chose for port 0). Exits, as listen_on does, when it
+// cannot listen. Returns how many went into fds (at most max).
+int listen_sockets(const char *prog, std::string *listen, int vprocs, bool reuseport, int *fds, int max);
+
+// SIGINT and SIGTERM blocked (in every thread started from now on: the
+// runtime's kernel threads inherit the mask) and readable from the
+// returned signalfd; SIGPIPE ignored (a client that goes away is an EPIPE).
+int stop_signal_fd();
+
+// Park until SIGINT or SIGTERM comes on signal_fd (from stop_signal_fd);
+// then, unless quiet, "PROG: Terminated: shutting down (N connections
+// open)" on stdout.
+void wait_stop_signal(const char *prog, int signal_fd, bool quiet, const std::atomic<long> &open_conns);
+
+// *site for a server: 503s are `responder`'s page, kept in *busy (which
+// must outlive the accept loops).
+void init_accept_site(AcceptSite *site, const char *prog, ServerCounters *counters,
+                      const std::atomic<bool> *stopping, const http::Responder &responder, std::string *busy);
+
+// n accept loops, loop i a weft thread on vproc i % vprocs running
+// fn(fds[i % nfds]); the threads that started (a failure is said on stderr).
+std::vector<weft_thread_t> start_accept_loops(const char *prog, int n, const int *fds, int nfds,
+                                              void *(*fn)(void *), const char *name);
 
 } // namespace weft::srv

@@ -196,14 +196,7 @@ void *log_flusher(void *) {
 // Waits for SIGINT/SIGTERM, then shuts down: no new connections, every
 // response in flight finished, idle connections closed, the log written.
 void *signal_watcher(void *) {
-    struct signalfd_siginfo si;
-    while (weft_read(signal_fd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) {
-        if (errno != EAGAIN && errno != EINTR) break;
-    }
-    if (!server.opt.quiet)
-        std::printf("weft-knot: %s: shutting down (%ld connections open)\n", strsignal(static_cast<int>(si.ssi_signo)),
-                    server.counters.open_conns.load());
-    std::fflush(stdout);
+    weft::srv::wait_stop_signal(kProg, signal_fd, server.opt.quiet, server.counters.open_conns);
     server.stopping.store(true);
     for (int i = 0; i < server.listen_count; ++i) weft_close(server.listen_fds[i]); // wakes the acceptors (EBADF)
     conn_shutdown_all(server);
@@ -231,15 +224,8 @@ int run(void *) {
     weft::http::Responder responder(&cache, ro);
     s.cache = &cache;
     s.responder = &responder;
-    weft::http::Reply busy;
-    responder.error(503, &busy);
-    std::string busy_bytes(busy.head, busy.head_len);
-    busy_bytes.append(busy.mem, busy.length);
-    accept_site.prog = kProg;
-    accept_site.counters = &s.counters;
-    accept_site.stopping = &s.stopping;
-    accept_site.busy = busy_bytes.data();
-    accept_site.busy_len = busy_bytes.size();
+    std::string busy;
+    weft::srv::init_accept_site(&accept_site, kProg, &s.counters, &s.stopping, responder, &busy);
     weft::srv::accept_reserve_spare();
 
     AccessLog log;
@@ -257,22 +243,9 @@ int run(void *) {
     weft_thread_create(&watcher, nullptr, signal_watcher, nullptr);
     if (s.log) weft_thread_create(&flusher, nullptr, log_flusher, nullptr);
     int vprocs = weft_vproc_count();
-    int nthreads = s.opt.threads > 0 ? s.opt.threads : vprocs;
-    for (int i = 0; i < nthreads; ++i) {
-        weft_thread_attr_t attr;
-        weft_thread_attr_init(&attr);
-        attr.home_vproc = i % vprocs;
-        attr.name = s.opt.threads > 0 ? "knot" : "acceptor";
-        int lfd = s.listen_fds[s.listen_count > 1 ? i % s.listen_count : 0];
-        weft_thread_t t;
-        int rc = weft_thread_create(&t, &attr, s.opt.threads > 0 ? accept_and_serve : acceptor,
-                                    reinterpret_cast<void *>(static_cast<intptr_t>(lfd)));
-        if (rc != 0) {
-            std::fprintf(stderr, "weft-knot: cannot create thread %d: %s\n", i, std::strerror(rc));
-            break;
-        }
-        loops.push_back(t);
-    }
+    loops = weft::srv::start_accept_loops(kProg, s.opt.threads > 0 ? s.opt.threads : vprocs, s.listen_fds,
+                                          s.listen_count, s.opt.threads > 0 ? accept_and_serve : acceptor,
+                                          s.opt.threads > 0 ? "knot" : "acceptor");
     if (!s.opt.quiet) {
         std::printf("weft-knot: serving %s on http://%s/ (mode %s, %d vproc%s, io %s, %s)\n", s.opt.root.c_str(),
                     s.opt.listen.c_str(), mode_name(s.opt.mode), vprocs, vprocs == 1 ? "" : "s", weft_io_backend(),
@@ -311,29 +284,8 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    socklen_t len = 0;
-    struct sockaddr_storage addr = weft::srv::resolve(kProg, s.opt.listen, &len);
-    int want = s.opt.vprocs > 1 && s.opt.reuseport ? s.opt.vprocs : 1;
-    for (int i = 0; i < want; ++i) {
-        // Later ones bind the port the first got. O_NONBLOCK: see accept_one.
-        int fd = weft::srv::listen_on(kProg, &addr, len, want > 1, s.opt.listen, SOCK_NONBLOCK);
-        if (fd == -2) break;
-        s.listen_fds[s.listen_count++] = fd;
-    }
-    if (s.listen_count == 0)
-        s.listen_fds[s.listen_count++] = weft::srv::listen_on(kProg, &addr, len, false, s.opt.listen, SOCK_NONBLOCK);
-    s.opt.listen = weft::srv::address_text(addr);
-
-    // SIGINT/SIGTERM are read from a signalfd by a weft thread; every kernel
-    // thread the runtime starts inherits the blocked mask. SIGPIPE is
-    // ignored: a client that goes away is an EPIPE, never a dead server.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
-    signal(SIGPIPE, SIG_IGN);
+    s.listen_count = weft::srv::listen_sockets(kProg, &s.opt.listen, s.opt.vprocs, s.opt.reuseport, s.listen_fds, 64);
+    signal_fd = weft::srv::stop_signal_fd(); // read by a weft thread
 
     weft_config cfg;
     weft_config_init(&cfg);

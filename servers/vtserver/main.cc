@@ -308,14 +308,7 @@ void *acceptor(void *arg) {
 
 void *signal_watcher(void *) {
     Server &s = server;
-    struct signalfd_siginfo si;
-    while (weft_read(signal_fd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) {
-        if (errno != EAGAIN && errno != EINTR) break;
-    }
-    if (!s.opt.quiet)
-        std::printf("%s: %s: shutting down (%ld connections open)\n", kProg, strsignal(static_cast<int>(si.ssi_signo)),
-                    s.counters.open_conns.load());
-    std::fflush(stdout);
+    weft::srv::wait_stop_signal(kProg, signal_fd, s.opt.quiet, s.counters.open_conns);
     s.stopping.store(true);
     for (int i = 0; i < s.listen_count; ++i) weft_close(s.listen_fds[i]); // wakes the acceptors (EBADF)
     weft_mutex_lock(&s.mu);
@@ -347,36 +340,16 @@ int run(void *) {
     s.cache = &cache;
     s.responder = &responder;
 
-    weft::http::Reply busy;
-    responder.error(503, &busy);
-    std::string busy_bytes(busy.head, busy.head_len);
-    busy_bytes.append(busy.mem, busy.length);
-    accept_site.prog = kProg;
-    accept_site.counters = &s.counters;
-    accept_site.stopping = &s.stopping;
-    accept_site.busy = busy_bytes.data();
-    accept_site.busy_len = busy_bytes.size();
+    std::string busy;
+    weft::srv::init_accept_site(&accept_site, kProg, &s.counters, &s.stopping, responder, &busy);
     weft::srv::accept_reserve_spare();
     if (s.opt.stats) vt::record_frames(true);
 
     weft_thread_t watcher;
     weft_thread_create(&watcher, nullptr, signal_watcher, nullptr);
     const int vprocs = weft_vproc_count();
-    std::vector<weft_thread_t> loops;
-    for (int i = 0; i < vprocs; ++i) {
-        weft_thread_attr_t attr;
-        weft_thread_attr_init(&attr);
-        attr.home_vproc = i;
-        attr.name = "acceptor";
-        weft_thread_t t;
-        int rc = weft_thread_create(&t, &attr, acceptor,
-                                    reinterpret_cast<void *>(static_cast<intptr_t>(s.listen_fds[i % s.listen_count])));
-        if (rc != 0) {
-            std::fprintf(stderr, "%s: cannot create the accept thread of vproc %d: %s\n", kProg, i, std::strerror(rc));
-            break;
-        }
-        loops.push_back(t);
-    }
+    std::vector<weft_thread_t> loops =
+        weft::srv::start_accept_loops(kProg, vprocs, s.listen_fds, s.listen_count, acceptor, "acceptor");
     if (!s.opt.quiet) {
         std::string details = "mode vt, " + std::to_string(vprocs) + (vprocs == 1 ? " vproc" : " vprocs") + ", io " +
                               weft_io_backend() + ", a virtual thread per connection";
@@ -420,26 +393,8 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "%s: cannot read the root '%s': %s\n", kProg, s.opt.root.c_str(), std::strerror(errno));
         return 1;
     }
-    socklen_t len = 0;
-    struct sockaddr_storage addr = weft::srv::resolve(kProg, s.opt.listen, &len);
-    const int want = s.opt.vprocs > 1 && s.opt.reuseport ? s.opt.vprocs : 1;
-    for (int i = 0; i < want; ++i) {
-        // Later ones bind the port the first got. O_NONBLOCK: see accept_one.
-        int fd = weft::srv::listen_on(kProg, &addr, len, want > 1, s.opt.listen, SOCK_NONBLOCK);
-        if (fd == -2) break;
-        s.listen_fds[s.listen_count++] = fd;
-    }
-    if (s.listen_count == 0)
-        s.listen_fds[s.listen_count++] = weft::srv::listen_on(kProg, &addr, len, false, s.opt.listen, SOCK_NONBLOCK);
-    s.opt.listen = weft::srv::address_text(addr);
-
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
-    signal(SIGPIPE, SIG_IGN);
+    s.listen_count = weft::srv::listen_sockets(kProg, &s.opt.listen, s.opt.vprocs, s.opt.reuseport, s.listen_fds, 64);
+    signal_fd = weft::srv::stop_signal_fd(); // read by a weft thread
 
     weft_config cfg;
     weft_config_init(&cfg);

@@ -722,6 +722,16 @@ ssize_t IoOp::io_result(IoOp *op) noexcept {
 }
 } // namespace detail
 
+namespace {
+// A non-blocking transfer failed with e: wait (-EAGAIN), or end with what
+// went already, else with the error (no SIGPIPE left pending).
+ssize_t transfer_error(int e, size_t done) {
+    if (e == EPIPE) wd::consume_sigpipe();
+    if (e == EAGAIN || e == EWOULDBLOCK) return -EAGAIN;
+    return done ? static_cast<ssize_t>(done) : -e;
+}
+} // namespace
+
 ssize_t ReadOp::attempt() noexcept { return wd::sys(::read(fd, buf, len)); }
 
 ssize_t RecvOp::attempt() noexcept { return wd::sys(::recv(fd, buf, len, flags | MSG_DONTWAIT)); }
@@ -730,12 +740,7 @@ ssize_t WriteOp::attempt() noexcept {
     while (done < len || len == 0) {
         const char *p = static_cast<const char *>(buf) + done;
         ssize_t n = flags < 0 ? ::write(fd, p, len - done) : ::send(fd, p, len - done, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            const int e = errno;
-            if (e == EPIPE) wd::consume_sigpipe();
-            if (e == EAGAIN || e == EWOULDBLOCK) return -EAGAIN;
-            return done ? static_cast<ssize_t>(done) : -e;
-        }
+        if (n < 0) return transfer_error(errno, done);
         done += static_cast<size_t>(n);
         if (len == 0) break;
     }
@@ -749,12 +754,7 @@ WritevOp::WritevOp(int fd, const struct iovec *v, int n) noexcept : IoOp(fd, POL
 ssize_t WritevOp::attempt() noexcept {
     while (first < cnt) {
         ssize_t n = ::writev(fd, iov + first, cnt - first);
-        if (n < 0) {
-            const int e = errno;
-            if (e == EPIPE) wd::consume_sigpipe();
-            if (e == EAGAIN || e == EWOULDBLOCK) return -EAGAIN;
-            return done ? static_cast<ssize_t>(done) : -e;
-        }
+        if (n < 0) return transfer_error(errno, done);
         done += static_cast<size_t>(n);
         size_t left = static_cast<size_t>(n);
         while (first < cnt && left >= iov[first].iov_len) left -= iov[first++].iov_len;
@@ -770,12 +770,7 @@ ssize_t SendfileOp::attempt() noexcept {
     while (done < count) {
         ssize_t n = ::sendfile(fd, in_fd, &offset, count - done);
         if (n == 0) break; // the file ended early
-        if (n < 0) {
-            const int e = errno;
-            if (e == EPIPE) wd::consume_sigpipe();
-            if (e == EAGAIN || e == EWOULDBLOCK) return -EAGAIN;
-            return done ? static_cast<ssize_t>(done) : -e;
-        }
+        if (n < 0) return transfer_error(errno, done);
         done += static_cast<size_t>(n);
     }
     return static_cast<ssize_t>(done);
@@ -880,11 +875,11 @@ void *Cluethread::main(void *arg) {
         for (Clue *c = clue_head; c; c = detail::ClueAccess::next(*c)) clue_before.emplace_back(c, c->busy_ns());
     };
     snapshot();
-    bool settling = false;
+    bool settling = true; // the first period: what it sees may be a pipeline filling up
     while (!self->stop_.load(std::memory_order_relaxed)) {
         weft_sleep_ns(self->opt_.period_ns);
         if (n < 2) continue;
-        if (settling) { // this period straddled the last move
+        if (settling) { // this period straddled the last move (or the start)
             settling = false;
             snapshot();
             continue;
