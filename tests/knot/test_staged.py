@@ -101,8 +101,10 @@ class StagedTest(unittest.TestCase):
         b = s.stats()["blocks"]
         self.assertEqual(b["blocks_read"], 16, b)
         self.assertEqual(b["misses"], 16, b)
-        # A window's four blocks are asked for together and read as one run.
-        self.assertLessEqual(b["disk_reads"], 4, b)
+        # A window's four blocks are asked for together and read as one run:
+        # on one vproc always; on several, a window sent from the other vproc
+        # may reach the aggregator over two visits (two runs).
+        self.assertLessEqual(b["disk_reads"], 4 if VPROCS == 1 else 8, b)
         status, body = s.get("/m.bin")
         self.assertEqual((status, sha(body)), (200, sha(data)))
         b2 = s.stats()["blocks"]
