@@ -158,6 +158,7 @@ void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonbl
     if (!s) return;
     SpinGuard g(s->lock, vp->smp);
     s->kind = k;
+    s->closing = false; // a new file with the number: fd_closed leaves it be
     s->user_nonblock = user_nonblock;
     s->weft_nonblock = weft_nonblock;
     s->file = 0; // a new open file (fd_dup sets it for a dup)
@@ -234,6 +235,7 @@ uint32_t wake_mask(uint8_t bits) {
 // Arm the descriptor for the waiters now queued (under s->lock). 0 or the
 // errno of a descriptor the reactor cannot watch.
 int arm_locked(Vproc *vp, FdState *s, int fd, uint32_t events) {
+    if (s->closing) return 0; // fd_closed wakes the waiter
     if (!s->reactor) s->reactor = vp->reactor.get();
     return s->reactor->arm_from(vp, fd, s, events);
 }
@@ -338,6 +340,7 @@ int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32
         SpinGuard g(ss[i]->lock, vp->smp);
         if (ss[i]->seq.load(std::memory_order_relaxed) != seqs[i]) missed = true;
         else if (arm_locked(vp, ss[i], fds[i], ws[i].events) == 0) link(ss[i], &ws[i]);
+        else missed = true; // cannot be watched (closed meanwhile): poll(2) says what it is
     }
     // Missed one: look again instead of parking, unless a waker on a list we
     // are already on has claimed us — its wake-up is coming and must be
@@ -393,6 +396,7 @@ void fd_forget(Vproc *vp, FdState *s, int fd) {
         if (s->reactor && !s->reactor->disarm_is_remote(vp)) s->reactor->disarm_from(vp, fd, s);
         s->reactor = nullptr;
         s->kind = FdKind::Unknown;
+        s->closing = true;
         s->user_nonblock = s->weft_nonblock = false;
         s->file = 0;
         s->seq.store(s->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -400,6 +404,35 @@ void fd_forget(Vproc *vp, FdState *s, int fd) {
     }
     woken.make_ready_all(EBADF);
     call_wakes(calls, EBADF);
+}
+
+void fd_closed(Vproc *vp, FdState *s) {
+    WakeList woken;
+    IoWaiter *calls = nullptr;
+    {
+        SpinGuard g(s->lock, vp->smp);
+        if (s->closing) { // no new file has the number yet: what was learnt meanwhile is of the old one
+            s->closing = false;
+            s->kind = FdKind::Unknown;
+            s->user_nonblock = s->weft_nonblock = false;
+            s->file = 0;
+        }
+        if (!s->head) return;
+        // Waiters linked while it closed: told to look again (a waiter of a
+        // new file with the number, if one came that fast, just looks again).
+        s->seq.store(s->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        while (IoWaiter *w = s->head) {
+            unlink(s, w);
+            if (!w->t) {
+                w->next = calls;
+                calls = w;
+            } else if (claim(w->t, vp->smp)) {
+                woken.add(w->t);
+            }
+        }
+    }
+    woken.make_ready_all(0);
+    call_wakes(calls, 0);
 }
 
 // ---- completions -----------------------------------------------------------

@@ -72,6 +72,7 @@ struct FdState {
     bool weft_nonblock = false;      // weft set O_NONBLOCK on the file
     bool armed = false;              // registered with `reactor` (edge-triggered backends)
     bool direct = false;             // a File opened O_DIRECT: every transfer goes to the device
+    bool closing = false;            // forgotten, close(2) not yet done: waiters link unarmed (fd_closed)
     uint32_t file = 0;               // open file description shared with a dup (0: not shared)
     std::atomic<uint8_t> ready{kReadable | kWritable}; // not known to be unready
     std::atomic<uint32_t> seq{0};    // events delivered so far
@@ -186,7 +187,13 @@ void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq);
 // (>= 0 or -errno; -ETIMEDOUT when the deadline cancelled it).
 int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site);
 // weft_close's part: wake waiters with EBADF, disarm, reset the state.
+// Until fd_closed, a thread that links a waiter (another vproc's, or one
+// that ran while a closing fclose yielded) is not armed in the reactor —
+// the registration would go with the file, and an arm of a number already
+// closed fails — and fd_closed wakes it to look again (then EBADF).
 void fd_forget(Vproc *vp, FdState *s, int fd);
+// The close(2) after fd_forget is done (or the dup2 over it).
+void fd_closed(Vproc *vp, FdState *s);
 // `to` is a dup of `from` (dup, dup2, dup3, F_DUPFD): the same open file, so
 // the same kind and O_NONBLOCK, now and after either changes it.
 void fd_dup(Vproc *vp, int from, int to);

@@ -329,10 +329,12 @@ int weft_shutdown(int fd, int how) {
 int weft_close(int fd) {
     Vproc *vp = tls_vproc;
     if (vp) {
-        if (FdState *s = vp->rt->fds.get(fd); s && (s->kind != FdKind::Unknown || s->head))
-            fd_forget(vp, s, fd);
+        FdState *s = vp->rt->fds.get(fd);
+        const bool known = s && (s->kind != FdKind::Unknown || s->head);
+        if (known) fd_forget(vp, s, fd);
         vp->stats.io_syscalls.add();
         int r = close(fd);
+        if (known) fd_closed(vp, s);
         if (r == 0) --vp->res_fds;
         return r;
     }

@@ -89,12 +89,16 @@ template <class Call> auto socket_call(int fd, Dir d, Call call) {
 // kind and the same O_NONBLOCK, whoever set it.
 void dup_state(int from, int to) { wd::fd_dup(wd::tls_vproc, from, to); }
 
-// Forget what weft knew of fd, without closing it (someone else will).
-void forget(int fd) {
+// Forget what weft knew of fd, without closing it (someone else will);
+// then closed(fd) once that is done. Returns whether it knew anything.
+bool forget(int fd) {
     wd::Vproc *vp = wd::tls_vproc;
     wd::FdState *s = vp->rt->fds.get(fd);
-    if (s && s->kind != wd::FdKind::Unknown) wd::fd_forget(vp, s, fd);
+    if (!s || (s->kind == wd::FdKind::Unknown && !s->head)) return false;
+    wd::fd_forget(vp, s, fd);
+    return true;
 }
+void closed(int fd) { wd::fd_closed(wd::tls_vproc, wd::tls_vproc->rt->fds.get(fd)); }
 
 // A call that blocks its kernel thread in the kernel with nothing weft can
 // wait on instead (a child's exit, a file lock): made on the offload pool,
@@ -274,16 +278,18 @@ API int dup(int fd) {
 API int dup3(int from, int to, int flags) {
     ON_WEFT_OR(__wrap_dup3(from, to, flags));
     if (from == to) return fail(EINVAL);
-    forget(to);
+    const bool known = forget(to);
     int r = __wrap_dup3(from, to, flags);
+    if (known) closed(to);
     if (r >= 0) dup_state(from, r);
     return r;
 }
 API int dup2(int from, int to) {
     ON_WEFT_OR(__wrap_dup2(from, to));
     if (from == to) return __wrap_fcntl(from, F_GETFD) < 0 ? -1 : to;
-    forget(to);
+    const bool known = forget(to);
     int r = __wrap_dup2(from, to);
+    if (known) closed(to);
     if (r >= 0) dup_state(from, r);
     return r;
 }
@@ -291,11 +297,11 @@ API int dup2(int from, int to) {
 // stdio closes its descriptor inside libc: weft forgets it first, so that
 // the number, reused, is looked at afresh.
 API int fclose(FILE *f) {
-    if (on_weft() && f) {
-        int fd = fileno(f);
-        if (fd >= 0) forget(fd);
-    }
-    return __wrap_fclose(f);
+    const int fd = on_weft() && f ? fileno(f) : -1;
+    const bool known = fd >= 0 && forget(fd);
+    int r = __wrap_fclose(f);
+    if (known) closed(fd);
+    return r;
 }
 
 API int fcntl(int fd, int cmd, ...) {
