@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -328,6 +330,103 @@ TEST_P(VtOnVprocs, OnThreadLetsAVirtualThreadWaitOnWeftSynchronisation) {
         EXPECT_EQ(400, counter);
         weft_sem_destroy(&sem);
     }));
+}
+
+// ---- the worker pool (offload) -------------------------------------------------------
+
+// Inside an offloaded call: one more running at once; wait (up to 5 s) until
+// `want` have been at once, or just hold the worker a moment when want == 0.
+// Returns how many ran at once at most, as seen from here.
+struct Crowd {
+    std::atomic<int> inside{0}, most{0};
+    int enter_and_wait(int want) {
+        int now = inside.fetch_add(1) + 1;
+        for (int m = most.load(); now > m && !most.compare_exchange_weak(m, now);) {
+        }
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        if (want == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        while (want && most.load() < want && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        inside.fetch_sub(1);
+        return most.load();
+    }
+};
+
+vt::Task<> offloader(Crowd *c, int want, int *seen, int *result, int value) {
+    // a blocking kernel-thread call: the loop goes on meanwhile
+    *seen = co_await vt::offload([c, want] { return c->enter_and_wait(want); });
+    *result = co_await vt::offload([value] { return value * 2; });
+}
+
+vt::Task<> counter_vt(std::atomic<bool> *stop, long *spins) {
+    while (!stop->load()) {
+        ++*spins;
+        co_await vt::sleep_for(100 * wt::kUs);
+    }
+}
+
+TEST_P(VtOnVprocs, OffloadRunsOnKernelWorkersWhileTheLoopGoesOn) {
+    ASSERT_EQ(0, run([] {
+        ASSERT_TRUE(vt::set_workers(4));
+        EXPECT_EQ(4, vt::workers());
+        Crowd crowd;
+        int seen[4] = {}, result[4] = {};
+        std::atomic<bool> stop{false};
+        long spins = 0;
+        vt::Handle ticker = vt::spawn(counter_vt(&stop, &spins));
+        std::vector<vt::Handle> hs;
+        for (int i = 0; i < 4; ++i) hs.push_back(vt::spawn(offloader(&crowd, 4, &seen[i], &result[i], i + 10)));
+        for (auto &h : hs) h.join();
+        stop.store(true);
+        ticker.join();
+        for (int i = 0; i < 4; ++i) {
+            EXPECT_EQ(4, seen[i]) << "offload " << i << ": the 4 workers did not run at once";
+            EXPECT_EQ(2 * (i + 10), result[i]);
+        }
+        EXPECT_GT(spins, 0) << "the loop stood still while the workers blocked";
+    }));
+}
+
+TEST_P(VtOnVprocs, TheWorkerPoolIsResizedWhileTheProgramRuns) {
+    ASSERT_EQ(0, run([] {
+        EXPECT_FALSE(vt::set_workers(0));
+        EXPECT_FALSE(vt::set_workers(257));
+        ASSERT_TRUE(vt::set_workers(3));
+        Crowd wide;
+        int seen[3] = {}, result[3] = {};
+        {
+            std::vector<vt::Handle> hs;
+            for (int i = 0; i < 3; ++i) hs.push_back(vt::spawn(offloader(&wide, 3, &seen[i], &result[i], i)));
+            for (auto &h : hs) h.join();
+        }
+        EXPECT_EQ(3, wide.most.load());
+        int running = 0;
+        weft_get_workers(&running);
+        EXPECT_EQ(3, running);
+        // lowered to 1: the two above it leave (idle ones at once), and no
+        // two calls run at once any more
+        ASSERT_TRUE(vt::set_workers(1));
+        for (int i = 0; i < 500 && (weft_get_workers(&running), running) > 1; ++i) weft_sleep_ns(wt::kMs);
+        EXPECT_EQ(1, running) << "workers above the lowered bound stayed";
+        Crowd narrow;
+        {
+            std::vector<vt::Handle> hs;
+            for (int i = 0; i < 4; ++i) hs.push_back(vt::spawn(offloader(&narrow, 0, &seen[0], &result[0], i)));
+            for (auto &h : hs) h.join();
+        }
+        EXPECT_EQ(1, narrow.most.load());
+        // raised again: queued work spreads over the new bound
+        ASSERT_TRUE(vt::set_workers(2));
+        Crowd again;
+        {
+            std::vector<vt::Handle> hs;
+            for (int i = 0; i < 2; ++i) hs.push_back(vt::spawn(offloader(&again, 2, &seen[i], &result[i], i)));
+            for (auto &h : hs) h.join();
+        }
+        EXPECT_EQ(2, again.most.load());
+        EXPECT_EQ(2, vt::workers());
+    }));
+    EXPECT_EQ(EPERM, weft_set_workers(2)); // outside weft_main
 }
 
 // ---- migration --------------------------------------------------------------------

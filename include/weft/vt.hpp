@@ -345,6 +345,35 @@ template <class F> struct OnThread final : detail::OnThreadBase {
 };
 template <class F> OnThread<F> on_thread(F fn) { return OnThread<F>(std::move(fn)); }
 
+// Run fn() on a kernel worker of the offload pool — a call that can only
+// block its kernel thread (a library's blocking call, a pthread lock, a
+// long computation) — and resume with its result (errno stays the
+// worker's: fn returns it if it matters).
+// The paper's worker pool (§2.2.2); its size is weft_set_workers /
+// set_workers, adjustable while the program runs (the paper's future work).
+// A weft thread of this vproc carries the request and parks meanwhile.
+template <class F> auto offload(F fn) {
+    return on_thread([fn = std::move(fn)]() mutable {
+        using R = std::invoke_result_t<F &>;
+        struct Call {
+            F *fn;
+            std::conditional_t<std::is_void_v<R>, int, R> value{};
+        } c{&fn};
+        weft_offload(
+            [](void *p) -> void * {
+                auto *c = static_cast<Call *>(p);
+                if constexpr (std::is_void_v<R>) (*c->fn)();
+                else c->value = (*c->fn)();
+                return nullptr;
+            },
+            &c);
+        if constexpr (!std::is_void_v<R>) return std::move(c.value);
+    });
+}
+// The worker pool's bound (1..256; false if refused) and its current size.
+inline bool set_workers(int n) noexcept { return weft_set_workers(n) == 0; }
+inline int workers() noexcept { return weft_get_workers(nullptr); }
+
 // Continue on vproc vp's loop (the paper's migration; a no-op if already there).
 struct Migrate {
     int vproc;

@@ -363,6 +363,15 @@ int weft_set_io_deadline_ns(uint64_t deadline_ns);
  * Outside weft_main fn runs on the calling thread. */
 void *weft_offload(void *(*fn)(void *), void *arg);
 
+/* The offload pool's bound on kernel workers (weft_config.workers,
+ * WEFT_WORKERS) while the program runs: 1..256, else EINVAL; EPERM outside
+ * weft_main. Raising it lets queued work start at once; lowering it retires
+ * the workers above it as they finish their job (none is interrupted).
+ * weft_get_workers gives the bound (-1 outside weft_main), and in *running
+ * (if not NULL) the kernel workers that exist now (started on demand). */
+int weft_set_workers(int n);
+int weft_get_workers(int *running);
+
 /* Admission control, for servers: a thread created to serve new work (a
  * connection) calls it before taking the work on. 1: serve it; 0: shed it —
  * answer "busy" as cheaply as possible (e.g. 503 and close) and finish.

@@ -140,6 +140,21 @@ void *weft_offload(void *(*fn)(void *), void *arg) {
     return offload_syscall(vp, WEFT_SITE(), [&] { return fn(arg); });
 }
 
+int weft_set_workers(int n) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return EPERM;
+    if (n < 1 || n > RuntimeConfig::kMaxWorkers) return EINVAL;
+    offload_pool(vp).set_max(n);
+    return 0;
+}
+
+int weft_get_workers(int *running) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return -1;
+    if (running) *running = offload_pool(vp).workers();
+    return offload_pool(vp).max();
+}
+
 int weft_set_io_timeout_ns(uint64_t timeout_ns) {
     Vproc *vp = tls_vproc;
     if (!vp) return EPERM;

@@ -16,8 +16,42 @@ OffloadPool::~OffloadPool() {
     stop_ = true;
     pthread_cond_broadcast(&cv_);
     std::vector<pthread_t> ts = threads_;
+    ts.insert(ts.end(), retired_.begin(), retired_.end());
     pthread_mutex_unlock(&mu_);
     for (pthread_t t : ts) pthread_join(t, nullptr);
+}
+
+int OffloadPool::set_max(int n) {
+    pthread_mutex_lock(&mu_);
+    const int old = max_;
+    max_ = n;
+    pthread_cond_broadcast(&cv_); // idle workers above the bound leave
+    pthread_mutex_unlock(&mu_);
+    reap_retired();
+    return old;
+}
+
+int OffloadPool::max() const {
+    pthread_mutex_lock(&const_cast<OffloadPool *>(this)->mu_);
+    const int m = max_;
+    pthread_mutex_unlock(&const_cast<OffloadPool *>(this)->mu_);
+    return m;
+}
+
+int OffloadPool::workers() const {
+    pthread_mutex_lock(&const_cast<OffloadPool *>(this)->mu_);
+    const int n = static_cast<int>(threads_.size());
+    pthread_mutex_unlock(&const_cast<OffloadPool *>(this)->mu_);
+    return n;
+}
+
+void OffloadPool::reap_retired() {
+    pthread_mutex_lock(&mu_);
+    std::vector<pthread_t> gone;
+    gone.swap(retired_);
+    pthread_mutex_unlock(&mu_);
+    // They have left the pool's lock for good: each is at most a return away.
+    for (pthread_t t : gone) pthread_join(t, nullptr);
 }
 
 bool OffloadPool::run(Vproc *vp, OffloadJob *job, const void *site) {
@@ -25,9 +59,11 @@ bool OffloadPool::run(Vproc *vp, OffloadJob *job, const void *site) {
     job->waiter = self;
     job->next = nullptr;
     pthread_mutex_lock(&mu_);
+    const bool reap = !retired_.empty();
     // A worker per queued job while the bound allows: a job never waits
-    // behind a slow one while a worker could still be started.
-    if (idle_ == 0 && static_cast<int>(threads_.size()) < max_) {
+    // behind a slow one while a worker could still be started. An idle
+    // worker already signalled for a queued job does not count as free.
+    if (queued_ >= idle_ && static_cast<int>(threads_.size()) < max_) {
         pthread_t t;
         pthread_attr_t a;
         pthread_attr_init(&a);
@@ -49,8 +85,10 @@ bool OffloadPool::run(Vproc *vp, OffloadJob *job, const void *site) {
     if (tail_) tail_->next = job;
     else head_ = job;
     tail_ = job;
+    ++queued_;
     pthread_cond_signal(&cv_);
     pthread_mutex_unlock(&mu_);
+    if (reap) reap_retired();
     vp->stats.offloaded.add();
     ++vp->io_waiters;
     park(vp, WEFT_PARK_OFFLOAD, site, 0);
@@ -66,13 +104,26 @@ void *OffloadPool::worker_main(void *p) {
 void OffloadPool::worker() {
     pthread_mutex_lock(&mu_);
     for (;;) {
-        while (!head_ && !stop_) {
+        while (!head_ && !stop_ && static_cast<int>(threads_.size()) <= max_) {
             ++idle_;
             pthread_cond_wait(&cv_, &mu_);
             --idle_;
         }
+        if (!stop_ && static_cast<int>(threads_.size()) > max_) { // the bound was lowered: leave
+            const pthread_t me = pthread_self();
+            for (size_t i = 0; i < threads_.size(); ++i)
+                if (pthread_equal(threads_[i], me)) {
+                    threads_[i] = threads_.back();
+                    threads_.pop_back();
+                    break;
+                }
+            retired_.push_back(me); // joined by the next run, set_max or the destructor
+            if (head_) pthread_cond_signal(&cv_); // a job signalled to us: to a worker that stays
+            break;
+        }
         if (!head_) break; // stopping, nothing left
         OffloadJob *job = head_;
+        --queued_;
         head_ = job->next;
         if (!head_) tail_ = nullptr;
         pthread_mutex_unlock(&mu_);

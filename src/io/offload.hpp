@@ -4,7 +4,9 @@
 // weft thread that asked is parked.
 //
 // Workers are started on demand, up to the configured bound
-// (WEFT_WORKERS): a program that never offloads runs no extra kernel thread.
+// (WEFT_WORKERS, or weft_set_workers while the program runs): a program that
+// never offloads runs no extra kernel thread. Lowering the bound retires
+// the workers above it as they finish their job or idle.
 // A job lives on the parked thread's stack; the worker runs it, then wakes
 // the thread like any cross-vproc waker (claim, make_ready through the home
 // vproc's inbox), and never touches the job again after that.
@@ -36,18 +38,25 @@ public:
     // Run job->run(job) on a worker while the calling weft thread parks.
     // False if no worker could be started (the caller runs it inline).
     bool run(Vproc *vp, OffloadJob *job, const void *site);
+    // The bound on workers, from now on (1..256). Returns the previous one.
+    int set_max(int n);
+    int max() const;
+    int workers() const; // kernel threads running or idle now
 
 private:
     static void *worker_main(void *p);
     void worker();
+    void reap_retired(); // join workers that left after a lowered bound (mu_ not held)
 
-    const int max_;
+    int max_;                                      // (mu_)
     pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cv_ = PTHREAD_COND_INITIALIZER;
     OffloadJob *head_ = nullptr, *tail_ = nullptr; // queued jobs, FIFO (mu_)
     int idle_ = 0;                                 // workers waiting for a job (mu_)
+    int queued_ = 0;                               // jobs in the queue (mu_)
     bool stop_ = false;                            // (mu_)
     std::vector<pthread_t> threads_;               // (mu_)
+    std::vector<pthread_t> retired_;               // left, not joined yet (mu_)
 };
 
 OffloadPool &offload_pool(Vproc *vp); // the runtime's pool
