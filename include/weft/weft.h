@@ -65,7 +65,8 @@ typedef struct weft_config {
     size_t stack_size;   /* WEFT_STACK_SIZE (bytes, K/M/G suffix, 16K..1G); default 64 KiB. */
     const char *policy;  /* WEFT_POLICY; default "fifo". Scheduling policy by name:
                             "fifo", "resource" (docs/scheduling.md), "cohort" (ready
-                            threads grouped by blocking site, docs/staged.md). */
+                            threads grouped by blocking site, docs/staged.md), "tap"
+                            (threading by appointment, docs/tap.md; see `tap`). */
     int idle_spin_us;    /* WEFT_IDLE_SPIN_US; default 50. With several vprocs, how long
                             an idle vproc watches for work before it sleeps in the
                             kernel; -1 (or WEFT_IDLE_SPIN_US=0): never spin. */
@@ -96,6 +97,16 @@ typedef struct weft_config {
                             resource policy, while the CPU is over-booked, weft_admit
                             tells a thread that waited longer than this between its
                             creation and its first run to shed its work. */
+    const char *tap;     /* WEFT_TAP; threading by appointment's settings, for policy
+                            "tap" (docs/tap.md): "key=value,..." with ratio=C:D:N
+                            (appointments per clock in the CPU, DISK and NET calendars;
+                            default 5:4:1), class=const|shape|boost|weft (how a
+                            thread's level moves; default weft), levels=1..32
+                            (default 16), age=N (clocks per level of aging, class
+                            weft; default 8), rate=C:D:N (appointments per second
+                            per calendar, 0 = no limit; default 0:0:0) and burst=N
+                            (the rate's token bucket; default 16), locks=on|off (TAP
+                            locking: a contended mutex by appointment; default on). */
 } weft_config;
 
 /* Fill *cfg with "unset" values (zeros / NULL). */
@@ -439,6 +450,34 @@ typedef struct weft_stats {
  * Counters are read without stopping the vprocs: each is exact, the set is
  * a snapshot in motion. */
 int weft_stats_get(int vproc, weft_stats_t *out);
+
+/* Threading by appointment (policy "tap", docs/tap.md). Calendars: 0 CPU
+ * (commit appointments: threads back to their own code), 1 DISK, 2 NET;
+ * levels: 0 is the most urgent. */
+#define WEFT_TAP_CALENDARS 3
+#define WEFT_TAP_MAX_LEVELS 32
+typedef struct weft_tap_stats {
+    int levels;                      /* levels per calendar */
+    int ratio[WEFT_TAP_CALENDARS];   /* appointments per clock */
+    uint64_t clocks;                 /* appointment-clock cycles completed */
+    uint64_t appointments[WEFT_TAP_CALENDARS];                   /* begun, per calendar */
+    uint64_t by_level[WEFT_TAP_CALENDARS][WEFT_TAP_MAX_LEVELS];  /* ... by the thread's level */
+    uint64_t queued[WEFT_TAP_CALENDARS][WEFT_TAP_MAX_LEVELS];    /* waiting now, by level */
+    uint64_t disk_batches;           /* submissions of a DISK turn (one system call each) */
+    uint64_t disk_batched;           /* disk calls in them */
+    uint64_t net_waits;              /* network calls that waited for their descriptor */
+    uint64_t dropped;                /* appointments come after their thread's deadline */
+    uint64_t throttled;              /* turns the idling clock (rate=) cut short */
+    uint64_t lock_appointments;      /* mutexes that came to be waited for (TAP locking) */
+} weft_tap_stats_t;
+/* vproc >= 0: that vproc's calendars; -1: the sum. ENOTSUP when the policy is
+ * not tap, EPERM outside weft_main, EINVAL for a vproc that does not exist. */
+int weft_tap_stats(int vproc, weft_tap_stats_t *out);
+/* The calling thread's level (0 .. levels-1) from now on; with class=const it
+ * stays there. ENOTSUP when the policy is not tap. weft_tap_level: the
+ * caller's level, -1 when the policy is not tap. */
+int weft_tap_set_level(int level);
+int weft_tap_level(void);
 
 /* The blocking graph (docs/observability.md), on when weft_config.graph_sample
  * or WEFT_GRAPH says so: nodes are the places threads block (named by the

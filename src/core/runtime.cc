@@ -199,6 +199,16 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
             return false;
         }
     }
+    {
+        const char *tap = c.tap;
+        if (!tap) tap = std::getenv("WEFT_TAP");
+        char err[160];
+        if (tap && *tap && !parse_tap_spec(tap, &out->tap, err, sizeof err)) {
+            std::fprintf(stderr, "weft: %s%s: %s\n", c.tap ? "tap " : "WEFT_TAP=", tap, err);
+            errno = EINVAL;
+            return false;
+        }
+    }
     // The resource-aware policy queues threads by the graph node they
     // blocked at: it needs the graph, recording every park.
     if (out->policy == &kResourcePolicy) {

@@ -11,6 +11,7 @@
 #include "io/fd.hpp"
 #include "io/offload.hpp"
 #include "io/reactor.hpp"
+#include "sched/tap.hpp"
 #include "stack/provider.hpp"
 
 namespace weft::detail {
@@ -32,6 +33,7 @@ struct RuntimeConfig {
     int graph_depth = 8;               // WEFT_GRAPH_DEPTH
     uint64_t mem_limit = 0;            // WEFT_MEM_LIMIT: the resource policy's memory capacity (0: the cgroup's)
     uint64_t admit_target_ns = 100'000'000; // WEFT_ADMIT_TARGET_MS: weft_admit's target (resource policy)
+    TapConfig tap;                     // WEFT_TAP: threading by appointment (policy tap)
 
     // Offload workers: enough that a few slow disk reads or a blocking
     // sendfile do not hold up the others, few enough to cost nothing idle

@@ -89,7 +89,9 @@ struct Tcb {
     uint64_t io_deadline = 0;    // absolute I/O deadline, ns (0: none)
     char name[kThreadNameMax];   // name[0] == 0: unnamed (set by create_thread)
     GraphThread *graph = nullptr; // the blocking graph's record of it (observe/graph.hpp), while the graph is on
-    uint64_t policy_word;        // the scheduling policy's own (resource: when queued new, then how long it waited)
+    uint64_t policy_word = 0;    // the scheduling policy's own (resource: when queued new, then how long it waited; tap: level)
+    void *appt = nullptr;        // TAP: the call it waits in (sched/tap.hpp TapCall), while it does
+    std::atomic<uint32_t> tap_held{0}; // TAP locking: mutexes it holds that others wait for
     // The POSIX shim's cancellation (src/posix/cancel.cc): its state bits
     // (the pending bit is set by other threads) and the innermost cleanup
     // buffer. Here rather than in a key: pthread_cancel reaches another

@@ -131,6 +131,8 @@ struct Vproc {
     const int index;
     const bool smp;               // more than one vproc: sync objects use real locks
     Tcb *current = nullptr;       // running thread, or &loop
+    // (before pol: the TAP policy's create() sets it, and members start in order)
+    void *tap = nullptr;          // the TAP policy's state when it runs (sched/tap.hpp): the wrappers ask it for appointments
     const PolicyOps *pol;         // scheduling policy and its per-vproc state
     void *pol_state;
     const bool fifo;              // pol is kFifoPolicy: call its queue inline

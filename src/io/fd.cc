@@ -1,5 +1,6 @@
 // The descriptor table, readiness waits, completion waits and close.
 #include "io/fd.hpp"
+#include "sched/tap.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -307,15 +308,22 @@ int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDe
     return r;
 }
 
-int wait_fd_async(Vproc *vp, FdState *s, int fd, IoWaiter *w, uint32_t seq) {
+int link_fd_waiter(Vproc *vp, FdState *s, int fd, IoWaiter *w, uint32_t seq) {
     SpinGuard g(s->lock, vp->smp);
     if (s->seq.load(std::memory_order_relaxed) != seq) return 1; // an event came: try again
     s->clear_ready(w->events);
     if (int e = arm_locked(vp, s, fd, w->events)) return e;
     link(s, w);
-    ++vp->io_waiters;
-    vp->stats.io_parks.add();
     return 0;
+}
+
+int wait_fd_async(Vproc *vp, FdState *s, int fd, IoWaiter *w, uint32_t seq) {
+    int rc = link_fd_waiter(vp, s, fd, w, seq);
+    if (rc == 0) {
+        ++vp->io_waiters;
+        vp->stats.io_parks.add();
+    }
+    return rc;
 }
 
 bool cancel_fd_async(Vproc *vp, FdState *s, IoWaiter *w) {
@@ -446,6 +454,7 @@ void io_complete(IoOp *op, int res) {
 }
 
 int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site) {
+    if (vp->tap) return tap_disk(vp, op, dl, site); // by appointment, in the DISK calendar
     Tcb *self = vp->current;
     op->waiter = self;
     self->state = ThreadState::Parked;
@@ -453,22 +462,28 @@ int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site) {
     ++vp->io_waiters;
     vp->stats.io_parks.add();
     int r = park(vp, WEFT_PARK_IO, site, dl.get(self));
-    if (r == ETIMEDOUT && !op->done.load(std::memory_order_acquire)) {
-        // The buffer must outlive the kernel's use of it: ask for an early
-        // end and wait for the completion whatever it says.
-        IoOp cancel{IoKind::Cancel};
-        cancel.target = op;
-        cancel.waiter = self;
-        vp->reactor->submit(&cancel);
-        for (;;) { // both live on this stack: wait for both completions
-            self->state = ThreadState::Parked;
-            if (op->done.load(std::memory_order_acquire) && cancel.done.load(std::memory_order_acquire)) break;
-            park(vp, WEFT_PARK_IO, site, 0);
-        }
-        self->state = ThreadState::Running;
-        if (op->res == -ECANCELED || op->res == -EINTR) op->res = -ETIMEDOUT;
-    }
+    if (r == ETIMEDOUT && !op->done.load(std::memory_order_acquire)) wait_cancelled(vp, op, site);
     --vp->io_waiters;
+    return op->res;
+}
+
+int wait_cancelled(Vproc *vp, IoOp *op, const void *site) {
+    // The buffer must outlive the kernel's use of it: ask for an early end
+    // and wait for the completion whatever it says.
+    Tcb *self = vp->current;
+    op->waiter = self;
+    IoOp cancel{IoKind::Cancel};
+    cancel.target = op;
+    cancel.waiter = self;
+    vp->reactor->submit(&cancel);
+    for (;;) { // both live on this stack: wait for both completions
+        self->state = ThreadState::Parked;
+        if (op->done.load(std::memory_order_acquire) && cancel.done.load(std::memory_order_acquire)) break;
+        park(vp, WEFT_PARK_IO, site, 0);
+        self = vp->current;
+    }
+    self->state = ThreadState::Running;
+    if (op->res == -ECANCELED || op->res == -EINTR) op->res = -ETIMEDOUT;
     return op->res;
 }
 

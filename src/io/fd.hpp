@@ -177,6 +177,10 @@ int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDe
 // vp->io_waiters until the waiter calls io_waiter_done(vp).
 int wait_fd_async(Vproc *vp, FdState *s, int fd, IoWaiter *w, uint32_t seq);
 inline void io_waiter_done(Vproc *vp) { --vp->io_waiters; }
+// wait_fd_async's linking, for any waiter (a thread's too: then its wake-up
+// claims w->t), without counting it in io_waiters: 0 linked, 1 an event came
+// since `seq`, else the errno of a descriptor the reactor cannot watch.
+int link_fd_waiter(Vproc *vp, FdState *s, int fd, IoWaiter *w, uint32_t seq);
 // Take w off fd's list if it is still there: true if it was, and then its
 // wake will not be called.
 bool cancel_fd_async(Vproc *vp, FdState *s, IoWaiter *w);
@@ -186,6 +190,10 @@ void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq);
 // Submit op to vp's reactor and park until it completes. Returns its result
 // (>= 0 or -errno; -ETIMEDOUT when the deadline cancelled it).
 int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site);
+// op, submitted, outlived the calling thread's deadline: ask the kernel to
+// end it and wait for its completion (the buffer is the caller's). Returns
+// its result, -ETIMEDOUT if the cancel ended it.
+int wait_cancelled(Vproc *vp, IoOp *op, const void *site);
 // weft_close's part: wake waiters with EBADF, disarm, reset the state.
 // Until fd_closed, a thread that links a waiter (another vproc's, or one
 // that ran while a closing fclose yielded) is not armed in the reactor —

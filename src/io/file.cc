@@ -50,6 +50,13 @@ ssize_t file_rw(Vproc *vp, FdState *s, int fd, bool write, const iovec *iov_in, 
     // and RWF_NOWAIT does not make a direct transfer return EAGAIN when it
     // needs the device: the call would hold the vproc for the whole I/O.
     if (s && s->direct) return file_rw_async(vp, fd, write, iov_in, cnt, off, site);
+    // By appointment (sched/tap.hpp): with io_uring every disk call is one of
+    // the DISK turn's batch; without, the thread waits for its turn and
+    // then makes the call as usual.
+    if (vp->tap) {
+        if (vp->reactor->can_submit()) return file_rw_async(vp, fd, write, iov_in, cnt, off, site);
+        tap_disk_turn(vp, site);
+    }
     vp->stats.io_syscalls.add();
     ssize_t r = write ? sys(pwritev2(fd, iov_in, cnt, off, RWF_NOWAIT)) : sys(preadv2(fd, iov_in, cnt, off, RWF_NOWAIT));
     size_t total = iov_total(iov_in, cnt);

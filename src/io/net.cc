@@ -215,6 +215,7 @@ int weft_accept4(int fd, sockaddr *addr, socklen_t *addrlen, int flags) {
     if (!s || s->kind == FdKind::Unknown) return accept4(fd, addr, addrlen, flags);
     ensure_nonblock(vp, s, fd);
     CallDeadline dl;
+    if (vp->tap) tap_accept(vp); // the classification's reset
     ssize_t r = retry_on_fd(vp, s, fd, POLLIN, 0, [&] { return sys(accept4(fd, addr, addrlen, flags)); }, dl,
                             WEFT_SITE());
     if (r < 0) return static_cast<int>(posix_result(r));

@@ -61,6 +61,9 @@ public:
     virtual bool can_submit() const { return false; }
     virtual void submit(IoOp *) {}
     virtual void cancel(IoOp *) {} // ask the kernel to finish op early (it still completes)
+    // Hand what submit() queued to the kernel now, in one system call
+    // (the TAP clock's disk turn). False if nothing was queued.
+    virtual bool flush() { return false; }
     // True when poll() needs no system call (so calling it often is free).
     virtual bool cheap_poll() const { return false; }
     virtual void poll() = 0;

@@ -109,6 +109,12 @@ public:
         io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(op) | kOpBit);
     }
 
+    bool flush() override {
+        if (!io_uring_sq_ready(&ring_)) return false;
+        submit_now();
+        return true;
+    }
+
     void poll() override {
         apply_remote();
         if (io_uring_sq_ready(&ring_) || (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) enter(0, nullptr);

@@ -6,10 +6,12 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "core/runtime.hpp"
 #include "io/fd.hpp"
+#include "sched/tap.hpp"
 
 namespace weft::detail {
 
@@ -30,6 +32,15 @@ inline ssize_t posix_result(ssize_t r) {
 template <class Attempt>
 ssize_t retry_on_fd(Vproc *vp, FdState *s, int fd, uint32_t ev, size_t want, Attempt &&attempt, CallDeadline &dl,
                     const void *site) {
+    // Threading by appointment: the call waits in the NET calendar and the
+    // appointment clock makes it on the thread's behalf (sched/tap.hpp).
+    // (A descriptor the program made non-blocking is its own event loop's:
+    // those calls never wait and are made at once.)
+    if (__builtin_expect(vp->tap != nullptr, 0) && !s->user_nonblock) {
+        using A = std::remove_reference_t<Attempt>;
+        return tap_net(vp, s, fd, ev, want, [](void *a) -> ssize_t { return (*static_cast<A *>(a))(); },
+                       const_cast<void *>(static_cast<const void *>(&attempt)), dl, site);
+    }
     for (;;) {
         uint32_t seq = s->seq.load(std::memory_order_acquire);
         if (s->user_nonblock || (s->ready.load(std::memory_order_relaxed) & FdState::dir_bit(ev))) {

@@ -5,7 +5,7 @@
 namespace weft::detail {
 
 namespace {
-const PolicyOps *const kPolicies[] = {&kFifoPolicy, &kResourcePolicy, &kCohortPolicy};
+const PolicyOps *const kPolicies[] = {&kFifoPolicy, &kResourcePolicy, &kCohortPolicy, &kTapPolicy};
 }
 
 const PolicyOps *find_policy(const char *name) {
@@ -14,6 +14,6 @@ const PolicyOps *find_policy(const char *name) {
     return nullptr;
 }
 
-const char *policy_names() { return "fifo, resource, cohort"; }
+const char *policy_names() { return "fifo, resource, cohort, tap"; }
 
 } // namespace weft::detail

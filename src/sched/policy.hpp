@@ -45,7 +45,7 @@ struct PolicyOps {
     bool (*admit)(void *state, Tcb *t);
 };
 
-// The policy called `name`, or nullptr. Names: "fifo", "resource", "cohort".
+// The policy called `name`, or nullptr. Names: "fifo", "resource", "cohort", "tap".
 const PolicyOps *find_policy(const char *name);
 // Comma-separated list of known names, for error messages.
 const char *policy_names();
@@ -53,5 +53,6 @@ const char *policy_names();
 extern const PolicyOps kFifoPolicy;
 extern const PolicyOps kResourcePolicy; // sched/resource.hpp
 extern const PolicyOps kCohortPolicy;   // sched/cohort.cc
+extern const PolicyOps kTapPolicy;      // sched/tap.cc
 
 } // namespace weft::detail

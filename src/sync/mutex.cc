@@ -6,13 +6,17 @@
 // that bit set hands the mutex to the first waiter, which wakes up owning it.
 // Direct hand-off is what makes the order FIFO.
 #include "core/runtime.hpp"
+#include "sched/tap.hpp"
 #include "sync/sync.hpp"
 
 namespace weft::detail {
 
 uintptr_t outside_owner_tag() {
-    static thread_local char tag; // its address identifies the kernel thread
-    return reinterpret_cast<uintptr_t>(&tag);
+    // Its address identifies the kernel thread. Aligned, so that bit 0 (a
+    // mutex's kWaiters) is free, and marked with bit 1, which no TCB (64-byte
+    // aligned) has: TAP locking tells a weft owner from a plain kernel thread.
+    alignas(8) static thread_local char tag;
+    return reinterpret_cast<uintptr_t>(&tag) | MutexImpl::kOutside;
 }
 
 namespace {
@@ -62,8 +66,12 @@ int lock_slow(MutexImpl *m, Vproc *vp, uintptr_t me, uint64_t deadline, const vo
             if (smp ? !m->owner.compare_exchange_strong(cur, cur | MutexImpl::kWaiters, std::memory_order_relaxed)
                     : (m->owner.store(cur | MutexImpl::kWaiters, std::memory_order_relaxed), false))
                 continue;
+            // TAP locking: the owner is now in an appointment others wait for.
+            if (__builtin_expect(vp->tap != nullptr, 0) && !(cur & MutexImpl::kOutside))
+                tap_lock_contended(vp, reinterpret_cast<Tcb *>(cur));
         }
-        enqueue_self(vp, m->q);
+        if (__builtin_expect(vp->tap != nullptr, 0)) tap_lock_enqueue(vp, m->q);
+        else enqueue_self(vp, m->q);
         if (deadline) m->timed.enter(smp);
         m->lock.unlock(smp);
         // 0: the unlocker made us the owner. ETIMEDOUT: our timer woke us first.
@@ -111,13 +119,19 @@ int mutex_unlock(weft_mutex_t *pm) {
     }
     m->lock.lock(smp);
     Tcb *w = take_first(m->q, smp);
+    bool more = false;
     if (w) {
-        uintptr_t next = reinterpret_cast<uintptr_t>(w) | (m->q.empty() ? 0 : MutexImpl::kWaiters);
+        more = !m->q.empty();
+        uintptr_t next = reinterpret_cast<uintptr_t>(w) | (more ? MutexImpl::kWaiters : 0);
         m->owner.store(next, std::memory_order_release);
     } else {
         m->owner.store(0, std::memory_order_release); // waiters timed out and left
     }
     m->lock.unlock(smp);
+    // TAP locking: our appointment with the mutex ends; the next holder's
+    // begins, one others still wait for if the queue is not empty.
+    if (vp && __builtin_expect(vp->tap != nullptr, 0) && (cur & MutexImpl::kWaiters))
+        tap_lock_handoff(vp, vp->current, more ? w : nullptr);
     if (w) make_ready(w, 0); // after unlocking: w may free the mutex at once
     return 0;
 }

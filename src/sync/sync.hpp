@@ -37,6 +37,7 @@ struct MutexImpl {
     TimedWaiters timed;             // timed lockers still inside (see park.hpp)
 
     static constexpr uintptr_t kWaiters = 1; // q may be non-empty: unlock takes the slow path
+    static constexpr uintptr_t kOutside = 2; // the owner is a plain kernel thread (outside_owner_tag)
 };
 
 struct CondImpl {
