@@ -12,6 +12,9 @@
 #   make bench-staged StagedServer: operation costs, Fig. 2 cohort writes, Fig. 8 pub-sub threaded vs staged,
 #                     next PC vs call chains, Fig. 6 weft-staged vs thread pools (results/stage*, pubsub.*, cohort_sites.*, fig6.*)
 #   make bench-vt     virtual threads (coroutines) against weft threads: spawn, yield, channel, idle memory (results/vt_micro.json)
+#   make bench-vt-peers  the same against Boost.Fiber, Boost.Asio coroutines and Go, ratios; idle at 10^6 and 10^7 (results/vt_peers.*)
+#   make bench-vt-fig10  Virtual Threads Fig. 10: weft-vtserver vs weft-knot, weft-pool (NPTL) and nginx on a disk-bound
+#                     workload, 1-500 clients (results/vt_fig10.*, docs/figures/vt_fig10.png; root; ~20 min, QUICK=1 ~1)
 #   make bench-cachegrind  the same under Valgrind's cache simulator, scaled down: misses per event and per write (results/cachegrind.*)
 #   make bench-admission  Capriccio §5.3: producers/consumers under a cgroup memory limit, NPTL and weft
 #                     FIFO against the resource-aware policy (results/admission.*; root; QUICK=1 < 1 min)
@@ -26,7 +29,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 fuzz install clean
 
 all: build
 
@@ -112,6 +115,20 @@ bench-vt: build
 	@mkdir -p results
 	taskset -c 1 $(BUILD)/bench/weft-vt-bench --json $(if $(QUICK),--ops 100000 --idle 100000 --idle-weft 10000) | tee results/vt_micro.json
 	$(BUILD)/bench/weft-clues-bench --json $(if $(QUICK),--seconds 0.5 --warmup 0.2) | tee results/vt_clues.json
+
+# weft-vt-bench against its peers, pinned, interleaved, medians of 3
+# (bench/vt/vt_peers.py; ~2.5 minutes, QUICK=1 ~1): results/vt_peers.{md,json}.
+bench-vt-peers: build
+	$(PYTHON) bench/vt/vt_peers.py --build $(BUILD) --json results/vt_peers.json $(if $(QUICK),--quick)
+
+# The Virtual Threads paper's Fig. 10 (bench/vt/fig10.py): a disk-bound web
+# workload -- each server alone in a 256 MiB memory cgroup, caches dropped, a
+# 2 GiB SPECweb99-like file set in var/fileset-fig10 -- at 1-500 wrk clients:
+# weft-vtserver, weft-knot (nb, uring), weft-pool on NPTL and nginx. Root (the
+# cgroup, drop_caches); ~17-25 minutes, QUICK=1 ~1 (its plot goes to results/).
+bench-vt-fig10: build
+	@scripts/deps.sh nginx-light wrk
+	$(PYTHON) bench/vt/fig10.py --build $(BUILD) --json results/vt_fig10.json $(if $(QUICK),--quick --png results/vt_fig10.png)
 
 bench-staged: build
 	@mkdir -p results var
