@@ -220,6 +220,20 @@ void call_wakes(IoWaiter *w, int result) {
     }
 }
 
+// Unlink every waiter (under s->lock): threads claimed into `woken`,
+// continuations onto `calls`; both told after the lock is released.
+void take_all_waiters(FdState *s, bool smp, WakeList &woken, IoWaiter *&calls) {
+    while (IoWaiter *w = s->head) {
+        unlink(s, w);
+        if (!w->t) {
+            w->next = calls;
+            calls = w;
+        } else if (claim(w->t, smp)) {
+            woken.add(w->t);
+        }
+    }
+}
+
 uint8_t ready_bits(uint32_t revents) {
     uint8_t b = 0;
     if (revents & (POLLIN | POLLRDHUP | POLLERR | POLLHUP | POLLNVAL)) b |= FdState::kReadable;
@@ -392,15 +406,7 @@ void fd_forget(Vproc *vp, FdState *s, int fd) {
     if (owner && owner->disarm_is_remote(vp)) owner->disarm_from(vp, fd, s);
     {
         SpinGuard g(s->lock, vp->smp);
-        while (IoWaiter *w = s->head) {
-            unlink(s, w);
-            if (!w->t) {
-                w->next = calls;
-                calls = w;
-            } else if (claim(w->t, vp->smp)) {
-                woken.add(w->t);
-            }
-        }
+        take_all_waiters(s, vp->smp, woken, calls);
         if (s->reactor && !s->reactor->disarm_is_remote(vp)) s->reactor->disarm_from(vp, fd, s);
         s->reactor = nullptr;
         s->kind = FdKind::Unknown;
@@ -429,15 +435,7 @@ void fd_closed(Vproc *vp, FdState *s) {
         // Waiters linked while it closed: told to look again (a waiter of a
         // new file with the number, if one came that fast, just looks again).
         s->seq.store(s->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-        while (IoWaiter *w = s->head) {
-            unlink(s, w);
-            if (!w->t) {
-                w->next = calls;
-                calls = w;
-            } else if (claim(w->t, vp->smp)) {
-                woken.add(w->t);
-            }
-        }
+        take_all_waiters(s, vp->smp, woken, calls);
     }
     woken.make_ready_all(0);
     call_wakes(calls, 0);
