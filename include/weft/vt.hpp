@@ -186,8 +186,12 @@ struct IoOp {
     ssize_t result = 0;        // >= 0 or -errno
     uint64_t deadline = 0;     // weft_now_ns() time after which a wait fails with ETIMEDOUT (0: none)
     uint64_t timeout = 0;      // ns one wait may last without the descriptor becoming ready (0: none)
-    // One non-blocking try: >= 0 (done), -EAGAIN (wait for `events`), or another -errno.
+    // One non-blocking try: >= 0 (done), -EAGAIN (wait for `events`),
+    // kOffload (run offload_work() on a kernel worker first, then try
+    // again), or another -errno.
     virtual ssize_t attempt() noexcept = 0;
+    static constexpr ssize_t kOffload = -0x10000;
+    virtual void offload_work() noexcept {}
     // Bytes a transfer has moved so far (what a timeout returns, if any).
     virtual ssize_t done_so_far() const noexcept { return 0; }
 
@@ -196,6 +200,7 @@ struct IoOp {
     void *fdstate = nullptr;
     uint32_t seq = 0;
     int woke = 0;              // what the reactor said (0, EBADF)
+    bool offloaded = false;    // parked on offload_work, not on the descriptor
     std::coroutine_handle<> h;
     alignas(8) unsigned char waiter[64]; // the reactor's IoWaiter
     alignas(8) unsigned char timer[40];  // the vproc's Timer, for `deadline`
@@ -257,13 +262,18 @@ struct WritevOp final : detail::IoOp {
 };
 // A file's bytes to a socket, all `count` of them (non-blocking sendfile,
 // parked on the socket in between), unless an error or the file ends.
+// Each stretch is checked for page-cache residency before it is sent; a
+// stretch that may miss is read in on a kernel worker while the loop goes
+// on (sendfile would otherwise block the loop on the disk).
 struct SendfileOp final : detail::IoOp {
     SendfileOp(int out, int in, off_t off, size_t n) noexcept : IoOp(out, 0x004), in_fd(in), offset(off), count(n) {}
     int in_fd;
     off_t offset;
     size_t count, done = 0;
+    off_t checked_to = -1;     // [offset, checked_to) was resident, or has been read in
     ssize_t done_so_far() const noexcept override { return static_cast<ssize_t>(done); }
     ssize_t attempt() noexcept override;
+    void offload_work() noexcept override; // read [offset, checked_to) in
 };
 
 inline ReadOp read(int fd, void *buf, size_t n) noexcept { return {fd, buf, n}; }

@@ -30,7 +30,7 @@
 namespace weft::detail {
 namespace {
 
-constexpr size_t kProbe = size_t{4} << 20;  // bytes checked for residency ahead of each sendfile
+constexpr size_t kProbe = kPageCacheProbe;
 constexpr size_t kSendMax = 0x7ffff000;     // the most one sendfile moves (Linux)
 constexpr size_t kPage = 4096;
 
@@ -44,34 +44,10 @@ struct Cachestat {
     uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
 };
 
-// True if [off, off+len) may not all be in the page cache. Without
-// cachestat (older kernels) nothing is known: false (sendfile may block).
-bool may_miss(int fd, uint64_t off, size_t len) {
-    static std::atomic<bool> unsupported{false};
-    if (unsupported.load(std::memory_order_relaxed)) return false;
-    CachestatRange r{off & ~(kPage - 1), 0};
-    r.len = ((off + len + kPage - 1) & ~(kPage - 1)) - r.off;
-    Cachestat cs{};
-    if (syscall(SYS_cachestat, fd, &r, &cs, 0) != 0) {
-        if (errno == ENOSYS) unsupported.store(true, std::memory_order_relaxed);
-        return false;
-    }
-    return cs.nr_cache < r.len / kPage;
-}
-
 // Read [off, off+len) into the page cache on a worker (sendfile will then
-// find it there). EOF inside the range is fine.
+// find it there).
 void read_in(Vproc *vp, int fd, uint64_t off, size_t len, const void *site) {
-    auto call = [&] {
-        static thread_local std::vector<char> scratch(size_t{1} << 20);
-        while (len) {
-            size_t n = len < scratch.size() ? len : scratch.size();
-            ssize_t r = pread(fd, scratch.data(), n, static_cast<off_t>(off));
-            if (r <= 0) break;
-            off += static_cast<uint64_t>(r);
-            len -= static_cast<size_t>(r);
-        }
-    };
+    auto call = [&] { page_cache_read_in(fd, off, len); };
     offload_call(vp, call, site);
 }
 
@@ -83,7 +59,7 @@ ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &
         size_t want = count - done < kSendMax ? count - done : kSendMax;
         size_t probe = want < kProbe ? want : kProbe;
         vp->stats.io_syscalls.add();
-        if (may_miss(in_fd, static_cast<uint64_t>(pos), probe)) read_in(vp, in_fd, static_cast<uint64_t>(pos), probe, site);
+        if (page_cache_may_miss(in_fd, static_cast<uint64_t>(pos), probe)) read_in(vp, in_fd, static_cast<uint64_t>(pos), probe, site);
         // A probe's worth at a time, so the next stretch is checked before it is sent.
         size_t chunk = want < probe ? want : probe;
         // want 0: no drained rule. sendfile can stop short with room left
@@ -240,6 +216,31 @@ ssize_t send_splice(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, 
 }
 
 } // namespace
+
+bool page_cache_may_miss(int fd, uint64_t off, size_t len) {
+    static std::atomic<bool> unsupported{false};
+    if (unsupported.load(std::memory_order_relaxed)) return false;
+    CachestatRange r{off & ~(kPage - 1), 0};
+    r.len = ((off + len + kPage - 1) & ~(kPage - 1)) - r.off;
+    Cachestat cs{};
+    if (syscall(SYS_cachestat, fd, &r, &cs, 0) != 0) {
+        if (errno == ENOSYS) unsupported.store(true, std::memory_order_relaxed);
+        return false;
+    }
+    return cs.nr_cache < r.len / kPage;
+}
+
+void page_cache_read_in(int fd, uint64_t off, size_t len) {
+    static thread_local std::vector<char> scratch(size_t{1} << 20);
+    while (len) {
+        size_t n = len < scratch.size() ? len : scratch.size();
+        ssize_t r = pread(fd, scratch.data(), n, static_cast<off_t>(off));
+        if (r <= 0) break;
+        off += static_cast<uint64_t>(r);
+        len -= static_cast<size_t>(r);
+    }
+}
+
 } // namespace weft::detail
 
 using namespace weft::detail;

@@ -109,4 +109,14 @@ void ensure_nonblock(Vproc *vp, FdState *s, int fd);
 // Disk I/O on a regular file (file.cc). off = -1: the file position.
 ssize_t file_rw(Vproc *vp, FdState *s, int fd, bool write, const iovec *iov, int cnt, off_t off, const void *site);
 
+// Page-cache residency, for sendfile: a miss would block the whole vproc
+// in the call (sendfile.cc).
+constexpr size_t kPageCacheProbe = size_t{4} << 20; // bytes checked ahead of each sendfile
+// True if [off, off+len) may not all be in the page cache. Without
+// cachestat (Linux < 6.5) nothing is known: false (sendfile may block).
+bool page_cache_may_miss(int fd, uint64_t off, size_t len);
+// Read [off, off+len) into the page cache; blocks (call it on a worker).
+// EOF inside the range is fine.
+void page_cache_read_in(int fd, uint64_t off, size_t len);
+
 } // namespace weft::detail

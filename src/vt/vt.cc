@@ -632,8 +632,38 @@ void io_timeout(wd::Timer *t) {
     }
 }
 
+// Run op's offload_work on a weft thread of this vproc, which parks on the
+// offload pool, then makes op's virtual thread ready to try again. false:
+// no thread could be made.
+bool io_offload(detail::IoOp *op) {
+    weft_thread_attr_t a;
+    weft_thread_attr_init(&a);
+    a.detached = 1;
+    a.home_vproc = weft_vproc_self();
+    a.name = "vt-offload";
+    weft_thread_t t;
+    op->offloaded = true;
+    op->vt->retry = op;
+    auto body = [](void *p) -> void * {
+        auto *op = static_cast<detail::IoOp *>(p);
+        op->offload_work();
+        make_ready(op->vt);
+        return nullptr;
+    };
+    if (weft_thread_create(&t, &a, body, op) == 0) return true;
+    op->offloaded = false;
+    op->vt->retry = nullptr;
+    return false;
+}
+
 // Link op's waiter, trying again while events slip in. true: parked.
 bool io_wait(detail::IoOp *op) {
+    while (op->result == detail::IoOp::kOffload) {
+        if (io_offload(op)) return true;
+        op->offload_work(); // no thread: here, blocking the loop
+        op->result = op->attempt();
+    }
+    if (op->result != -EAGAIN) return false;
     wd::Vproc *vp = wd::tls_vproc;
     auto *s = static_cast<wd::FdState *>(op->fdstate);
     auto *aw = new (op->waiter) AsyncWaiter{};
@@ -672,6 +702,7 @@ bool io_wait(detail::IoOp *op) {
         }
         op->seq = s->seq.load(std::memory_order_acquire);
         op->result = op->attempt();
+        if (op->result == detail::IoOp::kOffload) return io_wait(op);
         if (op->result != -EAGAIN) return false;
     }
 }
@@ -680,6 +711,14 @@ bool io_wait(detail::IoOp *op) {
 // the descriptor closed). true: resume it; false: parked again.
 bool io_retry(detail::IoOp *op) {
     wd::Vproc *vp = wd::tls_vproc;
+    auto *s = static_cast<wd::FdState *>(op->fdstate);
+    if (op->offloaded) { // the worker's part is done: go on
+        op->offloaded = false;
+        op->seq = s->seq.load(std::memory_order_acquire);
+        op->result = op->attempt();
+        if (op->result != -EAGAIN && op->result != detail::IoOp::kOffload) return true;
+        return !io_wait(op);
+    }
     wd::io_waiter_done(vp);
     if (op->deadline || op->timeout) vp->timers.cancel(&reinterpret_cast<IoTimer *>(op->timer)->timer);
     if (op->woke) {
@@ -687,7 +726,6 @@ bool io_retry(detail::IoOp *op) {
         op->result = op->woke == ETIMEDOUT && done ? done : -op->woke;
         return true;
     }
-    auto *s = static_cast<wd::FdState *>(op->fdstate);
     op->seq = s->seq.load(std::memory_order_acquire);
     op->result = op->attempt();
     if (op->result != -EAGAIN) return true;
@@ -703,13 +741,16 @@ bool IoOp::io_begin(IoOp *op) noexcept {
     wd::Vproc *vp = wd::tls_vproc;
     wd::FdState *s = vp ? wd::fd_state(vp, op->fd) : nullptr;
     if (!s || s->kind == wd::FdKind::Unknown || s->kind == wd::FdKind::File) {
-        op->result = op->attempt(); // out of range, closed, or a regular file (never "not ready")
+        // Out of range, closed, or a regular file (never "not ready"); work
+        // for a worker is done here, on a weft thread if need be.
+        while ((op->result = op->attempt()) == IoOp::kOffload) op->offload_work();
         return true;
     }
     wd::ensure_nonblock(vp, s, op->fd);
     op->fdstate = s;
     op->seq = s->seq.load(std::memory_order_acquire);
     op->result = op->attempt();
+    if (op->result == IoOp::kOffload) return false;
     return op->result != -EAGAIN || s->user_nonblock;
 }
 
@@ -776,12 +817,34 @@ ssize_t WritevOp::attempt() noexcept {
 
 ssize_t SendfileOp::attempt() noexcept {
     while (done < count) {
-        ssize_t n = ::sendfile(fd, in_fd, &offset, count - done);
+        const size_t want = count - done;
+        if (offset >= checked_to) { // the next stretch: in the page cache?
+            const size_t probe = want < wd::kPageCacheProbe ? want : wd::kPageCacheProbe;
+            checked_to = offset + static_cast<off_t>(probe);
+            if (wd::page_cache_may_miss(in_fd, static_cast<uint64_t>(offset), probe)) return kOffload;
+        }
+        const size_t stretch = static_cast<size_t>(checked_to - offset);
+        ssize_t n = ::sendfile(fd, in_fd, &offset, want < stretch ? want : stretch);
         if (n == 0) break; // the file ended early
         if (n < 0) return transfer_error(errno, done);
         done += static_cast<size_t>(n);
     }
     return static_cast<ssize_t>(done);
+}
+
+void SendfileOp::offload_work() noexcept {
+    struct Range {
+        int fd;
+        uint64_t off;
+        size_t len;
+    } r{in_fd, static_cast<uint64_t>(offset), static_cast<size_t>(checked_to - offset)};
+    weft_offload(
+        [](void *p) -> void * {
+            auto *r = static_cast<Range *>(p);
+            wd::page_cache_read_in(r->fd, r->off, r->len);
+            return nullptr;
+        },
+        &r);
 }
 
 ssize_t AcceptOp::attempt() noexcept {
