@@ -20,6 +20,12 @@
 #include <string>
 #include <utility>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
+
 #include "weft/weft.h"
 
 namespace wt {
@@ -142,6 +148,30 @@ protected:
 
 inline std::string vprocs_name(const ::testing::TestParamInfo<int> &info) {
     return "Vprocs" + std::to_string(info.param);
+}
+
+// Pages of [0, size) of fd that are in the page cache; -1 if unknown.
+inline long resident_pages(int fd, size_t size) {
+    if (size == 0) return 0;
+    void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return -1;
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> v((size + page - 1) / page);
+    long n = -1;
+    if (mincore(m, size, v.data()) == 0) {
+        n = 0;
+        for (unsigned char c : v) n += c & 1;
+    }
+    munmap(m, size);
+    return n;
+}
+
+// Write the file's dirty pages, then drop its pages from the page cache;
+// true if none is left (the kernel may keep some).
+inline bool drop_cache(int fd, size_t size) {
+    fdatasync(fd);
+    posix_fadvise(fd, 0, off_t(size), POSIX_FADV_DONTNEED);
+    return resident_pages(fd, size) == 0;
 }
 
 } // namespace wt

@@ -22,29 +22,6 @@ WEFT_ON_BACKENDS(FileTest);
 class FileConcurrencyTest : public IoTest {};
 WEFT_ON_BACKENDS_AND_VPROCS(FileConcurrencyTest);
 
-// Pages of [0, size) of fd that are in the page cache; -1 if unknown.
-long resident_pages(int fd, size_t size) {
-    if (size == 0) return 0;
-    void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) return -1;
-    const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    std::vector<unsigned char> v((size + page - 1) / page);
-    long n = -1;
-    if (mincore(m, size, v.data()) == 0) {
-        n = 0;
-        for (unsigned char c : v) n += c & 1;
-    }
-    munmap(m, size);
-    return n;
-}
-
-// Drop the file's pages from the page cache; true if none is left.
-bool drop_cache(int fd, size_t size) {
-    fdatasync(fd);
-    posix_fadvise(fd, 0, off_t(size), POSIX_FADV_DONTNEED);
-    return resident_pages(fd, size) == 0;
-}
-
 struct FreeDeleter {
     void operator()(void *p) const { std::free(p); }
 };

@@ -4,7 +4,6 @@
 // between vprocs, and frames returned to their pools.
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -319,21 +318,6 @@ vt::Task<> ticker(std::atomic<bool> *stop, int *ticks) {
     }
 }
 
-// Resident pages of [0, size) of fd, or -1 if unknown.
-long resident_pages(int fd, size_t size) {
-    void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) return -1;
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    std::vector<unsigned char> v((size + page - 1) / page);
-    long n = -1;
-    if (mincore(m, size, v.data()) == 0) {
-        n = 0;
-        for (unsigned char c : v) n += c & 1;
-    }
-    munmap(m, size);
-    return n;
-}
-
 // A file out of the page cache: sendfile on the loop would block it on the
 // disk, so each stretch that may miss is read in on a kernel worker (the
 // offload pool counts it) while the loop runs its other virtual threads;
@@ -347,9 +331,7 @@ TEST_P(VtOnVprocs, ASendfileThatWouldMissThePageCacheReadsOnAWorker) {
     std::string data(size, '\0');
     for (size_t i = 0; i < size; ++i) data[i] = static_cast<char>('a' + (i * 7 + i / 4096) % 26);
     ASSERT_EQ(static_cast<ssize_t>(size), write(file, data.data(), size));
-    fdatasync(file);
-    posix_fadvise(file, 0, static_cast<off_t>(size), POSIX_FADV_DONTNEED);
-    const bool dropped = resident_pages(file, size) == 0;
+    const bool dropped = wt::drop_cache(file, size);
     const off_t off = 1000;                 // not page-aligned, and not a whole number of stretches
     const size_t n = size - 1000 - 4097;
     weft_stats_t s0{}, s1{};

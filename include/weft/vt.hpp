@@ -263,17 +263,19 @@ struct WritevOp final : detail::IoOp {
 // A file's bytes to a socket, all `count` of them (non-blocking sendfile,
 // parked on the socket in between), unless an error or the file ends.
 // Each stretch is checked for page-cache residency before it is sent; a
-// stretch that may miss is read in on a kernel worker while the loop goes
-// on (sendfile would otherwise block the loop on the disk).
+// stretch that may miss is sent from a kernel worker of the offload pool
+// while the loop goes on (sendfile would otherwise block the loop on the
+// disk), and what the socket cannot take then is read in there.
 struct SendfileOp final : detail::IoOp {
     SendfileOp(int out, int in, off_t off, size_t n) noexcept : IoOp(out, 0x004), in_fd(in), offset(off), count(n) {}
     int in_fd;
     off_t offset;
     size_t count, done = 0;
     off_t checked_to = -1;     // [offset, checked_to) was resident, or has been read in
+    int worker_error = 0;      // the worker's sendfile failed with it
     ssize_t done_so_far() const noexcept override { return static_cast<ssize_t>(done); }
     ssize_t attempt() noexcept override;
-    void offload_work() noexcept override; // read [offset, checked_to) in
+    void offload_work() noexcept override; // send [offset, checked_to) from a worker
 };
 
 inline ReadOp read(int fd, void *buf, size_t n) noexcept { return {fd, buf, n}; }

@@ -7,7 +7,8 @@
 //  - nonblocking: sendfile on the socket made O_NONBLOCK, parking on
 //    writability. sendfile would block the whole vproc on a page-cache miss,
 //    so the range it is about to send is checked first (cachestat, Linux
-//    6.5) and missing pages are read in by the offload pool.
+//    6.5), and a range that may miss is sent by a worker of the offload
+//    pool (what the socket cannot take then is read in there).
 //  - blocking: the whole transfer runs in one offload worker, which may
 //    block in sendfile as long as it likes (the study's best Knot, knot-b).
 //    With an I/O deadline the socket is made non-blocking and the worker
@@ -44,13 +45,6 @@ struct Cachestat {
     uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
 };
 
-// Read [off, off+len) into the page cache on a worker (sendfile will then
-// find it there).
-void read_in(Vproc *vp, int fd, uint64_t off, size_t len, const void *site) {
-    auto call = [&] { page_cache_read_in(fd, off, len); };
-    offload_call(vp, call, site);
-}
-
 ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
     ensure_nonblock(vp, out, out_fd);
     CallDeadline dl;
@@ -59,9 +53,19 @@ ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &
         size_t want = count - done < kSendMax ? count - done : kSendMax;
         size_t probe = want < kProbe ? want : kProbe;
         vp->stats.io_syscalls.add();
-        if (page_cache_may_miss(in_fd, static_cast<uint64_t>(pos), probe)) read_in(vp, in_fd, static_cast<uint64_t>(pos), probe, site);
         // A probe's worth at a time, so the next stretch is checked before it is sent.
         size_t chunk = want < probe ? want : probe;
+        if (page_cache_may_miss(in_fd, static_cast<uint64_t>(pos), probe)) {
+            size_t sent = 0;
+            int err = 0;
+            auto call = [&] { sent = sendfile_stretch(out_fd, in_fd, &pos, chunk, &err); };
+            offload_call(vp, call, site);
+            done += sent;
+            chunk -= sent;
+            if (err) return done ? static_cast<ssize_t>(done) : -err;
+            if (!chunk) continue;
+            // The socket was full (the rest is in the page cache now), or the file ended.
+        }
         // want 0: no drained rule. sendfile can stop short with room left
         // in the socket (seen on loopback with io_uring: no POLLOUT edge
         // ever followed), so only EAGAIN, which is certain, makes it park.
@@ -228,6 +232,23 @@ bool page_cache_may_miss(int fd, uint64_t off, size_t len) {
         return false;
     }
     return cs.nr_cache < r.len / kPage;
+}
+
+size_t sendfile_stretch(int out_fd, int in_fd, off_t *pos, size_t len, int *err) {
+    size_t sent = 0;
+    *err = 0;
+    while (sent < len) {
+        ssize_t n = sendfile(out_fd, in_fd, pos, len - sent);
+        if (n > 0) {
+            sent += static_cast<size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) page_cache_read_in(in_fd, static_cast<uint64_t>(*pos), len - sent);
+        else if (n < 0) *err = errno;
+        break; // full, an error, or the file ended
+    }
+    return sent;
 }
 
 void page_cache_read_in(int fd, uint64_t off, size_t len) {

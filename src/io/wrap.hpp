@@ -118,5 +118,11 @@ bool page_cache_may_miss(int fd, uint64_t off, size_t len);
 // Read [off, off+len) into the page cache; blocks (call it on a worker).
 // EOF inside the range is fine.
 void page_cache_read_in(int fd, uint64_t off, size_t len);
+// Send [*pos, *pos+len) of in_fd to the non-blocking socket out_fd; for a
+// kernel worker, where waiting for the disk blocks nobody. What the socket
+// cannot take now is read into the page cache for a later sendfile. Bytes
+// sent (*pos moved past them); *err: the error that stopped it, else 0 (the
+// socket was full, the range went, or the file ended).
+size_t sendfile_stretch(int out_fd, int in_fd, off_t *pos, size_t len, int *err);
 
 } // namespace weft::detail

@@ -254,15 +254,23 @@ void TapState::perform_net(TapCall *c) {
         // It would wait: not past the thread's deadline (ready data is still
         // returned after it, as without appointments).
         if (deadline_passed(c->deadline)) return finish(c, -ETIMEDOUT);
+        // The claim goes before the waiter is linked: a waker on another
+        // vproc (its reactor, a close) takes the waiter off the list and then
+        // claims the thread, and a wake-up whose claim failed is dropped —
+        // it would be lost while the clock still held the claim. Meanwhile
+        // nothing can wake the thread (no waiter is linked; its timer runs
+        // on this vproc), except a cancellation, which then owns the wake.
         c->waiter = IoWaiter{c->t, nullptr, nullptr, c->ev, false};
+        c->phase = TapCall::WaitingFd;
+        park_release(c->t);
         const int rc = link_fd_waiter(vp, s, c->fd, &c->waiter, seq);
         if (rc == 0) { // parked on the descriptor: a wake-up claims the thread again
-            c->phase = TapCall::WaitingFd;
             net_waits.add();
             vp->stats.io_parks.add(); // (io_parks: waits for I/O, not for appointments)
-            park_release(c->t);
             return;
         }
+        if (!claim(c->t, vp->smp)) return; // woken meanwhile: its waker made it ready
+        c->phase = TapCall::Performing;
         if (rc != 1) return finish(c, -rc);
         // an event came since the look: look again
     }
@@ -309,6 +317,7 @@ void TapState::net_turn() {
         }
         appointments[kTapNet].add();
         by_level[kTapNet][c->level].add();
+        c->phase = TapCall::Performing;
         perform_net(c);
     }
 }

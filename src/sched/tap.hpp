@@ -63,7 +63,8 @@ bool parse_tap_spec(const char *spec, TapConfig *out, char *err, size_t errlen);
 struct TapCall {
     enum Phase : uint8_t {
         Queued,    // in its calendar
-        WaitingFd, // NET: tried, would block; `waiter` is linked on the descriptor
+        Performing, // NET: the clock makes the call on the thread's behalf (the thread is claimed)
+        WaitingFd, // NET: tried, would block; `waiter` is linked on the descriptor (or about to be)
         Submitted, // DISK: handed to the reactor
         Released,  // the thread makes the call itself (DISK without io_uring)
         Done,      // `result` is final

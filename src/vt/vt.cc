@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <utility>
 
 #include "core/park.hpp"
 #include "core/runtime.hpp"
@@ -816,6 +817,7 @@ ssize_t WritevOp::attempt() noexcept {
 }
 
 ssize_t SendfileOp::attempt() noexcept {
+    if (worker_error) return transfer_error(std::exchange(worker_error, 0), done);
     while (done < count) {
         const size_t want = count - done;
         if (offset >= checked_to) { // the next stretch: in the page cache?
@@ -832,19 +834,17 @@ ssize_t SendfileOp::attempt() noexcept {
     return static_cast<ssize_t>(done);
 }
 
+// On a kernel worker, where waiting for the disk blocks nobody: send the
+// stretch from there (what the socket cannot take now is read in there).
 void SendfileOp::offload_work() noexcept {
-    struct Range {
-        int fd;
-        uint64_t off;
-        size_t len;
-    } r{in_fd, static_cast<uint64_t>(offset), static_cast<size_t>(checked_to - offset)};
     weft_offload(
         [](void *p) -> void * {
-            auto *r = static_cast<Range *>(p);
-            wd::page_cache_read_in(r->fd, r->off, r->len);
+            auto *op = static_cast<SendfileOp *>(p);
+            op->done += wd::sendfile_stretch(op->fd, op->in_fd, &op->offset,
+                                             static_cast<size_t>(op->checked_to - op->offset), &op->worker_error);
             return nullptr;
         },
-        &r);
+        this);
 }
 
 ssize_t AcceptOp::attempt() noexcept {
