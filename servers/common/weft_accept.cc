@@ -104,6 +104,36 @@ int accept_one(const AcceptSite &site, int lfd, struct sockaddr_storage *peer) {
     }
 }
 
+namespace {
+// The calendars under WEFT_POLICY=tap: ", \"tap\": {...}". Per calendar
+// (cpu, disk, net): appointments begun by the thread's level, and calls
+// waiting now by level, levels 0 (most urgent) up.
+std::string tap_stats_json(const weft_tap_stats_t &t) {
+    auto u = [](uint64_t v) { return std::to_string(static_cast<unsigned long long>(v)); };
+    const char *names[WEFT_TAP_CALENDARS] = {"cpu", "disk", "net"};
+    const int levels = t.levels < 1 ? 1 : t.levels > WEFT_TAP_MAX_LEVELS ? WEFT_TAP_MAX_LEVELS : t.levels;
+    auto by_level = [&](const uint64_t(*rows)[WEFT_TAP_MAX_LEVELS]) {
+        std::string s = "{";
+        for (int c = 0; c < WEFT_TAP_CALENDARS; ++c) {
+            s += std::string(c ? ", \"" : "\"") + names[c] + "\": [";
+            for (int l = 0; l < levels; ++l) s += (l ? ", " : "") + u(rows[c][l]);
+            s += "]";
+        }
+        return s + "}";
+    };
+    std::string s = ",\n \"tap\": {\"levels\": " + std::to_string(levels) + ", \"ratio\": [" +
+                    std::to_string(t.ratio[0]) + ", " + std::to_string(t.ratio[1]) + ", " + std::to_string(t.ratio[2]) +
+                    "], \"clocks\": " + u(t.clocks) + ", \"appointments\": [" + u(t.appointments[0]) + ", " +
+                    u(t.appointments[1]) + ", " + u(t.appointments[2]) + "], \"disk_batches\": " + u(t.disk_batches) +
+                    ", \"disk_batched\": " + u(t.disk_batched) + ", \"net_waits\": " + u(t.net_waits) +
+                    ", \"dropped\": " + u(t.dropped) + ", \"throttled\": " + u(t.throttled) +
+                    ", \"lock_appointments\": " + u(t.lock_appointments) +
+                    ",\n  \"appointments_by_level\": " + by_level(t.by_level) +
+                    ",\n  \"queued_by_level\": " + by_level(t.queued) + "}";
+    return s;
+}
+} // namespace
+
 std::string runtime_stats_json() {
     weft_stats_t w;
     weft_stats_get(-1, &w);
@@ -120,7 +150,10 @@ std::string runtime_stats_json() {
                      u(w.io_syscalls), u(w.io_parks), u(w.io_waits), u(w.io_completions), u(w.sendfile_bytes),
                      u(w.offloaded), u(w.stacks_mapped), u(w.stack_links), u(w.stack_spare_hits), u(w.stack_chunks),
                      u(w.admissions_shed));
-    return std::string(runtime, static_cast<size_t>(n < 0 ? 0 : n >= 768 ? 767 : n));
+    std::string out(runtime, static_cast<size_t>(n < 0 ? 0 : n >= 768 ? 767 : n));
+    weft_tap_stats_t t;
+    if (weft_tap_stats(-1, &t) == 0) out += tap_stats_json(t);
+    return out;
 }
 
 int listen_sockets(const char *prog, std::string *listen, int vprocs, bool reuseport, int *fds, int max) {

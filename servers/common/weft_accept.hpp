@@ -42,7 +42,8 @@ int accept_one(const AcceptSite &site, int lfd, struct sockaddr_storage *peer);
 // 503 (one non-blocking send) and close, never waiting on this client.
 void refuse(const AcceptSite &site, int fd);
 
-// The runtime's members of a stats page: ", \"vprocs\": N, \"runtime\": {...}".
+// The runtime's members of a stats page: ", \"vprocs\": N, \"runtime\": {...}",
+// and under WEFT_POLICY=tap ", \"tap\": {...}" (the calendars, docs/tap.md).
 std::string runtime_stats_json();
 
 // ---- start-up, the same in every weft server ----

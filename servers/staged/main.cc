@@ -157,8 +157,6 @@ int run(void *) {
 
 } // namespace
 
-Server &server() { return the_server; }
-
 } // namespace staged
 
 int main(int argc, char **argv) {

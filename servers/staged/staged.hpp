@@ -90,8 +90,6 @@ struct Server {
     Stages *stages = nullptr;
 };
 
-Server &server();
-
 // Build the stages and their scheduler (on the weft runtime), start the
 // runners; end: stop and free them once every connection has ended
 // (*profile: the stage profile as a table, if asked).

@@ -488,7 +488,6 @@ int tap_disk(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site) {
     st->push_call(&c);
     ++vp->io_waiters;
     park_held(vp, WEFT_PARK_IO, site, deadline);
-    --vp->io_waiters;
     self = vp->current;
     self->appt = nullptr;
     int res;
@@ -497,12 +496,13 @@ int tap_disk(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site) {
         park_release(self);
     } else if (c.phase == TapCall::Submitted) { // in the kernel: cancel it, wait for it
         park_release(self);
-        res = wait_cancelled(vp, op, site);
+        res = wait_cancelled(vp, op, site); // still an I/O waiter: the vproc must reap its completion
     } else { // never submitted
         withdraw(vp, &c);
         park_release(self);
         res = -ETIMEDOUT;
     }
+    --vp->io_waiters;
     return res;
 }
 

@@ -758,7 +758,6 @@ bool IoOp::io_begin(IoOp *op) noexcept {
 bool IoOp::io_park(IoOp *op, std::coroutine_handle<> c) noexcept {
     VThread *v = tl_current;
     op->vt = v;
-    op->h = c;
     v->resume = c;
     return io_wait(op);
 }

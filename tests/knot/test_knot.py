@@ -1596,6 +1596,17 @@ class StatsTest(KnotTestCase):
         self.assertGreaterEqual(s["connections"]["open"], 1)  # this one
         if is_knot():
             self.assertIn(s["runtime"]["io_backend"], ("uring", "epoll", "poll"))
+        if is_knot() and os.environ.get("WEFT_POLICY") == "tap":  # the calendars (docs/tap.md)
+            tap = s["tap"]
+            self.assertEqual(tap["ratio"], [5, 4, 1])
+            self.assertGreater(tap["clocks"], 0)
+            self.assertGreater(tap["appointments"][2], 0)  # NET: this request's reads, at least
+            for view in ("appointments_by_level", "queued_by_level"):
+                for cal in ("cpu", "disk", "net"):
+                    self.assertEqual(len(tap[view][cal]), tap["levels"])
+            self.assertEqual(sum(tap["appointments_by_level"]["net"]), tap["appointments"][2])
+        elif is_knot():
+            self.assertNotIn("tap", s)
 
     def test_counters_count(self):
         before = self.stats("/.weft/stats?first")
