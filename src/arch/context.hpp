@@ -84,4 +84,10 @@ inline void sanitizer_fresh_stack(void *lo, size_t size) {
 #endif
 }
 
+// Stack memory about to be unmapped keeps the shadow poison of the frames
+// last on it, and the kernel hands the addresses to the next mmap (an
+// io_uring ring, a heap arena), where ASan would then report its reads as
+// stack-buffer overflows: clear it first.
+inline void sanitizer_unmapping_stack(void *lo, size_t size) { sanitizer_fresh_stack(lo, size); }
+
 } // namespace weft::detail

@@ -1,6 +1,8 @@
 // The linked-stack pool and the two calls __morestack makes (linked.hpp).
 #include "stack/linked.hpp"
 
+#include "arch/context.hpp"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -55,7 +57,10 @@ const EntryStack *entry_stack(void *(*fn)(void *)) {
 }
 
 ChunkSlabs::~ChunkSlabs() {
-    for (size_t i = 0; i < nslabs_; ++i) munmap(slabs_[i], kSlabBytes);
+    for (size_t i = 0; i < nslabs_; ++i) {
+        sanitizer_unmapping_stack(slabs_[i], kSlabBytes);
+        munmap(slabs_[i], kSlabBytes);
+    }
     while (nlarge_) unmap_large(large_[nlarge_ - 1]);
     if (large_) munmap(large_, large_cap_ * sizeof *large_);
 }
@@ -110,6 +115,7 @@ void ChunkSlabs::unmap_large(StackChunk *c) {
         last->large_index = c->large_index;
         __atomic_store_n(&nlarge_, nlarge_ - 1, __ATOMIC_RELEASE);
     }
+    sanitizer_unmapping_stack(c->lo() - kPage, c->size + kPage);
     munmap(c->lo() - kPage, c->size + kPage);
 }
 

@@ -1,5 +1,7 @@
 #include "stack/provider.hpp"
 
+#include "arch/context.hpp"
+
 #include <sys/mman.h>
 
 // Valgrind must be told where each stack is, or memcheck takes every access
@@ -48,7 +50,10 @@ StackRegions::StackRegions() {
 
 StackRegions::~StackRegions() {
     for (unsigned id : valgrind_stacks_) WEFT_VALGRIND_STACK_DEREGISTER(id);
-    for (const Region &r : regions_) munmap(r.base, r.bytes);
+    for (const Region &r : regions_) {
+        sanitizer_unmapping_stack(r.base, r.bytes);
+        munmap(r.base, r.bytes);
+    }
     while (StackRunBlock *b = runs_) {
         runs_ = b->next;
         delete b;
