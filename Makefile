@@ -15,6 +15,8 @@
 #   make bench-vt-peers  the same against Boost.Fiber, Boost.Asio coroutines and Go, ratios; idle at 10^6 and 10^7 (results/vt_peers.*)
 #   make bench-vt-fig10  Virtual Threads Fig. 10: weft-vtserver vs weft-knot, weft-pool (NPTL) and nginx on a disk-bound
 #                     workload, 1-500 clients (results/vt_fig10.*, docs/figures/vt_fig10.png; root; ~20 min, QUICK=1 ~1)
+#   make bench-tap-fig7  Threading by appointment Fig. 7: the small thread-per-connection server on NPTL, weft FIFO
+#                     and weft TAP under httperf at rising connection rates (results/tap_fig7.*; ~10 min, QUICK=1 ~1)
 #   make bench-cachegrind  the same under Valgrind's cache simulator, scaled down: misses per event and per write (results/cachegrind.*)
 #   make bench-admission  Capriccio §5.3: producers/consumers under a cgroup memory limit, NPTL and weft
 #                     FIFO against the resource-aware policy (results/admission.*; root; QUICK=1 < 1 min)
@@ -29,7 +31,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 fuzz install clean
 
 all: build
 
@@ -129,6 +131,10 @@ bench-vt-peers: build
 bench-vt-fig10: build
 	@scripts/deps.sh nginx-light wrk
 	$(PYTHON) bench/vt/fig10.py --build $(BUILD) --json results/vt_fig10.json $(if $(QUICK),--quick --png results/vt_fig10.png)
+
+bench-tap-fig7: build
+	@scripts/deps.sh httperf
+	$(PYTHON) bench/tap/fig7.py --build $(BUILD) --json results/tap_fig7.json $(if $(QUICK),--quick --png results/tap_fig7.png)
 
 bench-staged: build
 	@mkdir -p results var

@@ -1,0 +1,235 @@
+/* The small server of the TAP paper's Fig. 7 (threading-by-appointment.txt
+ * §6): one kernel thread per connection, HTTP/1.0 GET, no caching — every
+ * request opens its file and moves it in 512-byte reads and writes. Plain
+ * C and pthreads, nothing of weft's: bench/tap/fig7.py runs the same binary
+ * on NPTL and, unmodified, on weft threads under weft-run (FIFO or TAP).
+ *
+ *   smallserver --port N --root DIR [--buf 512] [--quiet]
+ *
+ * Replies: 200 with the file, 400 for a request that is not "GET /path"
+ * within 8 KiB, 404 for a path that does not open as a regular file under
+ * the root ("..", absolute paths and symlinks out are refused: the root is
+ * opened once and paths resolved beneath it). A full descriptor table is
+ * survived: accept waits 10 ms and tries again. SIGTERM/SIGINT end it with
+ * exit 0 after printing the count of connections served (a thread takes
+ * them with sigwait, which works the same on NPTL and under weft-run). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static int root_fd = -1;
+static size_t buf_size = 512;
+static atomic_long served;
+
+static void usage(FILE *f) {
+    fputs("usage: smallserver --port N --root DIR [--buf BYTES] [--quiet]\n"
+          "A thread-per-connection HTTP/1.0 file server without a cache (the TAP paper's Fig. 7):\n"
+          "every request opens its file and copies it in BUF-byte reads and writes (default 512).\n"
+          "  --port N     TCP port on 127.0.0.1 (0: any; the port is printed)\n"
+          "  --root DIR   the document root\n"
+          "  --buf BYTES  read and write size, 1..65536 (default 512)\n"
+          "  --quiet      print nothing but errors\n",
+          f);
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void reply_status(int fd, const char *status) {
+    char head[128];
+    int n = snprintf(head, sizeof head, "HTTP/1.0 %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", status);
+    write_all(fd, head, (size_t)n);
+}
+
+/* Open path (after "GET ") beneath the root; -1 if it is not a regular file there. */
+static int open_beneath(const char *path) {
+    while (*path == '/') ++path;
+    if (!*path) path = "index.html";
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void serve(int fd) {
+    char req[8192];
+    size_t have = 0;
+    char *end = NULL;
+    while (!end) {
+        size_t want = sizeof req - 1 - have;
+        if (want == 0) return reply_status(fd, "400 Bad Request");
+        if (want > buf_size) want = buf_size;
+        ssize_t r = read(fd, req + have, want);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return;
+        have += (size_t)r;
+        req[have] = '\0';
+        end = strstr(req, "\r\n\r\n");
+        if (!end) end = strstr(req, "\n\n");
+    }
+    if (strncmp(req, "GET /", 5) != 0) return reply_status(fd, "400 Bad Request");
+    char *path = req + 4, *sp = strpbrk(path, " \r\n");
+    if (!sp || *sp != ' ') return reply_status(fd, "400 Bad Request");
+    *sp = '\0';
+    char *q = strchr(path, '?');
+    if (q) *q = '\0';
+    int file = open_beneath(path);
+    if (file < 0) return reply_status(fd, "404 Not Found");
+    struct stat st;
+    fstat(file, &st);
+    char head[160];
+    int n = snprintf(head, sizeof head, "HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                                        "Content-Length: %lld\r\nConnection: close\r\n\r\n",
+                     (long long)st.st_size);
+    char *buf = malloc(buf_size);
+    if (buf && write_all(fd, head, (size_t)n) == 0) {
+        for (;;) {
+            ssize_t r = read(file, buf, buf_size);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0 || write_all(fd, buf, (size_t)r) != 0) break;
+        }
+    }
+    free(buf);
+    close(file);
+}
+
+static void *connection(void *arg) {
+    int fd = (int)(intptr_t)arg;
+    serve(fd);
+    close(fd);
+    atomic_fetch_add(&served, 1);
+    return NULL;
+}
+
+static int quiet;
+
+static void *signal_watcher(void *arg) {
+    sigset_t *set = arg;
+    int sig = 0;
+    sigwait(set, &sig);
+    if (!quiet) printf("smallserver: %s: stopped after %ld connections\n", strsignal(sig), atomic_load(&served));
+    fflush(stdout);
+    exit(0);
+}
+
+int main(int argc, char **argv) {
+    int port = -1;
+    const char *root = NULL;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (!strcmp(a, "--port") && v) {
+            char *e;
+            long p = strtol(v, &e, 10);
+            if (*e || p < 0 || p > 65535) {
+                fprintf(stderr, "smallserver: --port: expected 0..65535, got '%s'\n", v);
+                return 2;
+            }
+            port = (int)p;
+            ++i;
+        } else if (!strcmp(a, "--root") && v) {
+            root = v;
+            ++i;
+        } else if (!strcmp(a, "--buf") && v) {
+            char *e;
+            long b = strtol(v, &e, 10);
+            if (*e || b < 1 || b > 65536) {
+                fprintf(stderr, "smallserver: --buf: expected 1..65536, got '%s'\n", v);
+                return 2;
+            }
+            buf_size = (size_t)b;
+            ++i;
+        } else {
+            fprintf(stderr, "smallserver: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (port < 0 || !root) {
+        fprintf(stderr, "smallserver: --port and --root are required\n");
+        usage(stderr);
+        return 2;
+    }
+    root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) {
+        fprintf(stderr, "smallserver: --root %s: %s\n", root, strerror(errno));
+        return 1;
+    }
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof addr;
+    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 4096) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&addr, &len) != 0) {
+        fprintf(stderr, "smallserver: 127.0.0.1:%d: %s\n", port, strerror(errno));
+        return 1;
+    }
+    static sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL); /* every thread made from here on inherits it */
+    signal(SIGPIPE, SIG_IGN);
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, signal_watcher, &stop_set) != 0) {
+        fprintf(stderr, "smallserver: cannot start a thread: %s\n", strerror(errno));
+        return 1;
+    }
+    if (!quiet) printf("smallserver: listening on 127.0.0.1:%d\n", ntohs(addr.sin_port));
+    fflush(stdout);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                struct timespec ts = {0, 10 * 1000 * 1000}; /* full: let connections end */
+                nanosleep(&ts, NULL);
+            }
+            continue; /* EINTR, ECONNABORTED, ... */
+        }
+        pthread_t t;
+        if (pthread_create(&t, &attr, connection, (void *)(intptr_t)fd) != 0) {
+            reply_status(fd, "503 Service Unavailable");
+            close(fd);
+        }
+    }
+}
