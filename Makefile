@@ -17,6 +17,8 @@
 #                     workload, 1-500 clients (results/vt_fig10.*, docs/figures/vt_fig10.png; root; ~20 min, QUICK=1 ~1)
 #   make bench-tap-fig7  Threading by appointment Fig. 7: the small thread-per-connection server on NPTL, weft FIFO
 #                     and weft TAP under httperf at rising connection rates (results/tap_fig7.*; ~10 min, QUICK=1 ~1)
+#   make bench-tap-fig8  Threading by appointment Figs. 8-10: connection time and served share per file size (18 sizes,
+#                     1-90 KiB) for NPTL, FIFO and each TAP classification (results/tap_fig8.*; ~8 min, QUICK=1 ~2)
 #   make bench-cachegrind  the same under Valgrind's cache simulator, scaled down: misses per event and per write (results/cachegrind.*)
 #   make bench-admission  Capriccio §5.3: producers/consumers under a cgroup memory limit, NPTL and weft
 #                     FIFO against the resource-aware policy (results/admission.*; root; QUICK=1 < 1 min)
@@ -31,7 +33,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 bench-tap-fig8 fuzz install clean
 
 all: build
 
@@ -135,6 +137,10 @@ bench-vt-fig10: build
 bench-tap-fig7: build
 	@scripts/deps.sh httperf
 	$(PYTHON) bench/tap/fig7.py --build $(BUILD) --json results/tap_fig7.json $(if $(QUICK),--quick --png results/tap_fig7.png)
+
+bench-tap-fig8: build
+	@scripts/deps.sh httperf
+	$(PYTHON) bench/tap/fig8.py --build $(BUILD) --json results/tap_fig8.json $(if $(QUICK),--quick --png results/tap_fig8.png)
 
 bench-staged: build
 	@mkdir -p results var

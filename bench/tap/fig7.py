@@ -76,6 +76,8 @@ def parse_args(argv):
     ap.add_argument("--duration", type=int, help="seconds of connection arrivals per point (default 8; --quick 4)")
     ap.add_argument("--timeout", type=float, default=5.0, help="httperf --timeout, seconds (default 5)")
     ap.add_argument("--size", type=int, default=4244, help="the file's bytes (default 4,244, the paper's)")
+    ap.add_argument("--tap", default="", help="WEFT_TAP for the tap server, e.g. ratio=5:4:5 (default: the "
+                    "runtime's, ratio 5:4:1, class weft)")
     ap.add_argument("--buf", type=int, default=512, help="the server's read and write size (default 512)")
     ap.add_argument("--repeat", type=int, help="rounds over every point (default 2; --quick 1)")
     ap.add_argument("--cpu-server", type=int, default=1, help="CPU for the server (default 1)")
@@ -104,12 +106,13 @@ def parse_args(argv):
     return a
 
 
-def server_cmd(system, bins, cpu, root, buf):
+def server_cmd(system, bins, cpu, root, buf, tap_spec):
     def cmd(port, tmp):
         base = [bins["smallserver"], "--port", str(port), "--root", root, "--buf", str(buf), "--quiet"]
         if system == "nptl":
             return ["taskset", "-c", str(cpu)] + base
-        return ["taskset", "-c", str(cpu), "env", f"WEFT_POLICY={system}", bins["weft-run"]] + base
+        env = [f"WEFT_POLICY={system}"] + ([f"WEFT_TAP={tap_spec}"] if system == "tap" and tap_spec else [])
+        return ["taskset", "-c", str(cpu), "env"] + env + [bins["weft-run"]] + base
     return cmd
 
 
@@ -141,7 +144,7 @@ def run_httperf(port, rate, duration, timeout, cpu):
 
 def measure(system, rate, args, bins, root, expected):
     rec = {"system": system, "rate": rate, "ok": False, "problems": []}
-    server = kb.Server(system, server_cmd(system, bins, args.cpu_server, root, args.buf), tempfile.mkdtemp(
+    server = kb.Server(system, server_cmd(system, bins, args.cpu_server, root, args.buf, args.tap), tempfile.mkdtemp(
         prefix=f"tap-fig7-{system}-"))
     try:
         server.start(FILE)
@@ -197,7 +200,8 @@ def render(doc):
           f"- Date: {doc['date']}. Machine: {doc['machine']}.",
           f"- Server: bench/tap/smallserver.c (a kernel thread per connection, HTTP/1.0, no cache, {s['buf']}-byte "
           f"reads and writes) serving one {s['size']:,}-byte file; on CPU {s['cpu_server']}. nptl: on the kernel's "
-          "threads; fifo and tap: the same binary under weft-run with WEFT_POLICY=fifo / tap.",
+          "threads; fifo and tap: the same binary under weft-run with WEFT_POLICY=fifo / tap"
+          + (f" (WEFT_TAP={s['tap']})." if s.get("tap") else " (the default calendars: ratio 5:4:1, class weft)."),
           f"- Load: httperf --hog --close-with-reset, one connection per request, {s['duration']} s of arrivals per "
           f"point, --timeout {s['timeout']:g}, on CPU {s['cpu_client']}; points interleaved, {s['repeat']} round(s), "
           "the best reported.", "",
@@ -307,7 +311,7 @@ def main(argv=None):
         shutil.rmtree(root, ignore_errors=True)
     doc = {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": kb.machine_line(),
            "settings": {"systems": args.systems, "rates": args.rates, "duration": args.duration,
-                        "timeout": args.timeout, "size": args.size, "buf": args.buf, "repeat": args.repeat,
+                        "timeout": args.timeout, "size": args.size, "buf": args.buf, "repeat": args.repeat, "tap": args.tap,
                         "cpu_server": args.cpu_server, "cpu_client": args.cpu_client},
            "png": args.png, "points": points}
     md, goal_ok = render(doc)

@@ -46,6 +46,19 @@ static void usage(FILE *f) {
           f);
 }
 
+/* v as a whole number in [lo, hi] for option opt, else a message and 0. */
+static int number(const char *opt, const char *v, long lo, long hi, long *out) {
+    char *e;
+    errno = 0;
+    long x = strtol(v, &e, 10);
+    if (e == v || *e || errno || x < lo || x > hi) {
+        fprintf(stderr, "smallserver: %s: expected %ld..%ld, got '%s'\n", opt, lo, hi, v);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
 static int write_all(int fd, const char *p, size_t n) {
     while (n) {
         ssize_t w = write(fd, p, n);
@@ -153,24 +166,16 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
         } else if (!strcmp(a, "--port") && v) {
-            char *e;
-            long p = strtol(v, &e, 10);
-            if (*e || p < 0 || p > 65535) {
-                fprintf(stderr, "smallserver: --port: expected 0..65535, got '%s'\n", v);
-                return 2;
-            }
+            long p;
+            if (!number(a, v, 0, 65535, &p)) return 2;
             port = (int)p;
             ++i;
         } else if (!strcmp(a, "--root") && v) {
             root = v;
             ++i;
         } else if (!strcmp(a, "--buf") && v) {
-            char *e;
-            long b = strtol(v, &e, 10);
-            if (*e || b < 1 || b > 65536) {
-                fprintf(stderr, "smallserver: --buf: expected 1..65536, got '%s'\n", v);
-                return 2;
-            }
+            long b;
+            if (!number(a, v, 1, 65536, &b)) return 2;
             buf_size = (size_t)b;
             ++i;
         } else {

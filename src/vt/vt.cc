@@ -581,23 +581,32 @@ void Migrate::await_suspend(std::coroutine_handle<> h) noexcept {
     make_ready(v); // from here on it may run there: not touched again
 }
 
-void detail::OnThreadBase::suspend(std::coroutine_handle<> h) {
-    VThread *v = tl_current;
-    vt = v;
-    v->resume = h;
+namespace {
+// A detached weft thread on this vproc running body(arg), for work a
+// virtual thread hands over (it makes the virtual thread ready at its end).
+// 0 or weft_thread_create's error.
+int helper_thread(const char *name, void *(*body)(void *), void *arg) {
     weft_thread_attr_t a;
     weft_thread_attr_init(&a);
     a.detached = 1;
     a.home_vproc = weft_vproc_self();
-    a.name = "vt-on-thread";
+    a.name = name;
     weft_thread_t t;
+    return weft_thread_create(&t, &a, body, arg);
+}
+} // namespace
+
+void detail::OnThreadBase::suspend(std::coroutine_handle<> h) {
+    VThread *v = tl_current;
+    vt = v;
+    v->resume = h;
     auto body = [](void *p) -> void * {
         auto *self = static_cast<OnThreadBase *>(p);
         self->call(); // an exception here would be lost: on_thread's fn must not throw
         make_ready(self->vt);
         return nullptr;
     };
-    if (weft_thread_create(&t, &a, body, this) != 0) { // no thread: run it here, blocking the loop
+    if (helper_thread("vt-on-thread", body, this) != 0) { // no thread: run it here, blocking the loop
         call();
         make_ready(v);
     }
@@ -637,12 +646,6 @@ void io_timeout(wd::Timer *t) {
 // offload pool, then makes op's virtual thread ready to try again. false:
 // no thread could be made.
 bool io_offload(detail::IoOp *op) {
-    weft_thread_attr_t a;
-    weft_thread_attr_init(&a);
-    a.detached = 1;
-    a.home_vproc = weft_vproc_self();
-    a.name = "vt-offload";
-    weft_thread_t t;
     op->offloaded = true;
     op->vt->retry = op;
     auto body = [](void *p) -> void * {
@@ -651,7 +654,7 @@ bool io_offload(detail::IoOp *op) {
         make_ready(op->vt);
         return nullptr;
     };
-    if (weft_thread_create(&t, &a, body, op) == 0) return true;
+    if (helper_thread("vt-offload", body, op) == 0) return true;
     op->offloaded = false;
     op->vt->retry = nullptr;
     return false;

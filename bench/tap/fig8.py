@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Threading by appointment, Figs. 8-10 analogue (issue 14, docs/tap.md).
+
+The paper (threading-by-appointment.txt §6) requested 18 files of 1-90 KB
+from its small server with a 5 KB file buffer at connection rates rising in
+steps, and plotted the connection time per file size (Fig. 8), the
+successful connections per file size (Fig. 9) and the client's view
+(Fig. 10) for each traffic-shaping classification. Lowering the priority of
+running threads ("shape") gave small files low latency but starved the
+large ones until their clients reset them.
+
+Here: bench/tap/smallserver (--buf 5120) under weft-run with WEFT_POLICY=tap
+and each classification (WEFT_TAP=class=const|shape|boost|weft), beside the
+same binary on NPTL and on weft's FIFO. Per point (system, rate): 18
+httperf processes at once, one per file (rate/18 connections/s each, one
+request per connection, --timeout T), pinned to --cpu-client; each reports
+its file's mean connection time and its errors. A point is verified when
+every size has timeouts within SPREAD points of the mean over sizes and
+below MAX_PCT (bench/web/web_bench.py's rule, the EuroSys'07 study's): the
+paper's large files under "shape" would fail it.
+
+Outputs: --json (default results/tap_fig8.json), the Markdown report beside
+it, and with matplotlib --png (default docs/figures/tap_fig8.png).
+Bounded as bench/tap/fig7.py.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import fig7  # noqa: E402  (the server's command, httperf, the web harness's pieces)
+
+wb, kb, log, fmt = fig7.wb, fig7.kb, fig7.log, fig7.fmt
+SYSTEMS = ("nptl", "fifo", "tap-const", "tap-shape", "tap-boost", "tap-weft")
+SIZES = [round(1024 + i * (90 - 1) * 1024 / 17) for i in range(18)]  # 1 KiB .. 90 KiB
+DEFAULT_RATES = "3000,6000,8000,9000,10000,11000"
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(fig7.REPO, "build"), help="the CMake build directory")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"from {', '.join(SYSTEMS)} (default all)")
+    ap.add_argument("--rates", type=fig7.int_list, help=f"connections per second over all files (default "
+                    f"{DEFAULT_RATES}; --quick 6000,10000)")
+    ap.add_argument("--duration", type=int, help="seconds of arrivals per point (default 8; --quick 4)")
+    ap.add_argument("--timeout", type=float, default=5.0, help="httperf --timeout, seconds (default 5)")
+    ap.add_argument("--buf", type=int, default=5120, help="the server's read and write size (default 5,120)")
+    ap.add_argument("--cpu-server", type=int, default=1)
+    ap.add_argument("--cpu-client", type=int, default=0)
+    ap.add_argument("--quiet-wait", type=float, default=20)
+    ap.add_argument("--json", default=os.path.join(fig7.REPO, "results", "tap_fig8.json"))
+    ap.add_argument("--png", default=os.path.join(fig7.REPO, "docs", "figures", "tap_fig8.png"))
+    ap.add_argument("--quick", action="store_true", help="2 rates of 4 s")
+    ap.add_argument("--smoke", action="store_true", help="nptl and tap-weft at 180 conn/s for 2 s, then check "
+                    f"the outputs (exit 1 if wrong; {fig7.SKIP} without httperf or weft-run)")
+    a = ap.parse_args(argv)
+    a.systems = [s for s in a.systems.split(",") if s]
+    bad = [s for s in a.systems if s not in SYSTEMS]
+    if bad or not a.systems:
+        ap.error(f"--systems: unknown {', '.join(bad) or '(none)'}; known: {', '.join(SYSTEMS)}")
+    if a.smoke:
+        a.rates, a.duration = a.rates or [180], a.duration or 2
+        if a.systems == list(SYSTEMS):
+            a.systems = ["nptl", "tap-weft"]
+    elif a.quick:
+        a.rates, a.duration = a.rates or [6000, 10000], a.duration or 4
+    a.rates = a.rates or fig7.int_list(DEFAULT_RATES)
+    a.duration = a.duration or 8
+    if a.buf < 1 or a.buf > 65536 or a.duration < 1 or a.timeout <= 0:
+        ap.error("--buf (1..65536), --duration and --timeout must be positive")
+    return a
+
+
+def command(system, bins, cpu, root, buf):
+    kind, _, cls = system.partition("-")
+    return fig7.server_cmd(kind, bins, cpu, root, buf, f"class={cls}" if cls else "")
+
+
+def measure(system, rate, args, bins, root, files):
+    rec = {"system": system, "rate": rate, "ok": False, "problems": [], "sizes": {}}
+    server = kb.Server(system, command(system, bins, args.cpu_server, root, args.buf),
+                       tempfile.mkdtemp(prefix=f"tap-fig8-{system}-"))
+    try:
+        server.start(os.path.basename(files[0][0]))
+    except kb.ServerError as e:
+        rec["problems"].append(f"did not start: {e}")
+        shutil.rmtree(server.tmp, ignore_errors=True)
+        return rec
+    procs = []
+    try:
+        per = rate / len(files)
+        n = max(1, int(per * args.duration))
+        cpu0 = kb.proc_cpu_seconds(server.pids())
+        for path, size in files:
+            cmd = ["taskset", "-c", str(args.cpu_client), "httperf", "--hog", "--close-with-reset", "--server",
+                   "127.0.0.1", "--port", str(server.port), "--uri", "/" + os.path.basename(path),
+                   f"--rate={per:g}", f"--num-conns={n}", f"--timeout={args.timeout:g}"]
+            procs.append((size, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                 stdin=subprocess.DEVNULL, text=True)))
+        deadline = time.monotonic() + args.duration + args.timeout + 10
+        for size, p in procs:
+            try:
+                out, _ = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGINT)
+                try:
+                    out, _ = p.communicate(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    out, _ = p.communicate()
+            try:
+                h = wb.parse_httperf(out)
+            except ValueError as e:
+                rec["problems"].append(f"httperf for {size} B: {e}")
+                continue
+            errs = h["errors"].get("total", 0)
+            rec["sizes"][str(size)] = {
+                "requests": h["connections"], "ok": h.get("status", {}).get("2xx", 0),
+                "timeouts": h["errors"].get("client-timo", 0), "errors": errs - h["errors"].get("client-timo", 0),
+                "wrong": 0, "connection_ms": wb._num(out, r"^Connection time \[ms\]: min [\d.]+ avg ([\d.]+)"),
+                "errors_by_kind": {k: v for k, v in h["errors"].items() if v and k != "total"}}
+        rec["server_cpu_s"] = round(kb.proc_cpu_seconds(server.pids()) - cpu0, 2)
+        rec["replies"] = sum(st["ok"] for st in rec["sizes"].values())
+        if len(rec["sizes"]) == len(files):
+            names = list(rec["sizes"])
+            ok, reasons = wb.verify_run(rec["sizes"], sizes=names)
+            rec["verified"], rec["verify_reasons"] = ok, reasons
+        for path, size in files[:1] + files[-1:]:
+            with open(path, "rb") as f:
+                expected = f.read()
+            try:
+                with kb.OPENER.open(server.url(os.path.basename(path)), timeout=5) as r:
+                    if r.read() != expected:
+                        rec["problems"].append(f"{size} B: wrong bytes after the load")
+            except OSError as e:
+                rec["problems"].append(f"{size} B: no reply after the load ({e})")
+    finally:
+        for _, p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        problem = server.stop(grace=5.0)
+        if problem:
+            rec["problems"].append(f"server {problem}")
+        shutil.rmtree(server.tmp, ignore_errors=True)
+    rec["ok"] = not rec["problems"]
+    return rec
+
+
+def render(doc):
+    s, pts = doc["settings"], doc["points"]
+    find = {(p["system"], p["rate"]): p for p in pts}
+    md = ["# Threading by appointment, Figs. 8-10 analogue", "",
+          f"- Date: {doc['date']}. Machine: {doc['machine']}.",
+          f"- bench/tap/smallserver --buf {s['buf']} (a kernel thread per connection, no cache) serving 18 files of "
+          f"{SIZES[0]:,}-{SIZES[-1]:,} B; nptl on the kernel's threads, the others under weft-run (fifo; tap with "
+          "WEFT_TAP=class=const|shape|boost|weft). Server on CPU "
+          f"{s['cpu_server']}; 18 httperf processes (one per file, --close-with-reset, --timeout {s['timeout']:g}) "
+          f"on CPU {s['cpu_client']}, {s['duration']} s of arrivals per point.",
+          "- Verified: every size's timeouts within 2 points of the mean over sizes and below 10 % "
+          "(bench/web/web_bench.py's rule).", ""]
+    for rate in s["rates"]:
+        md += [f"## {rate:,} connections/s: mean connection time (ms) per file size, and % of connections served", "",
+               "| size (B) | " + " | ".join(s["systems"]) + " |", "|---:|" + "---:|" * len(s["systems"])]
+        for size in SIZES:
+            row = [f"{size:,}"]
+            for x in s["systems"]:
+                st = find.get((x, rate), {}).get("sizes", {}).get(str(size))
+                row.append("—" if not st else f"{fmt(st['connection_ms'], 1)} ({100.0 * st['ok'] / max(1, st['requests']):.0f} %)")
+            md.append("| " + " | ".join(row) + " |")
+        ver = []
+        for x in s["systems"]:
+            p = find.get((x, rate))
+            v = "—" if not p or "verified" not in p else ("yes" if p["verified"] else "NO: " + "; ".join(p["verify_reasons"]))
+            ver.append(v)
+        md += ["| verified | " + " | ".join(ver) + " |",
+               "| replies/s | " + " | ".join(fmt(find[(x, rate)]["replies"] / s["duration"]) if (x, rate) in find
+                                              else "—" for x in s["systems"]) + " |", ""]
+    md += [f"![connection time and served share per file size](../docs/figures/{os.path.basename(doc['png'])})", ""]
+    return "\n".join(md)
+
+
+def plot(doc, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("fig8: no matplotlib: no plot")
+        return False
+    s = doc["settings"]
+    find = {(p["system"], p["rate"]): p for p in doc["points"]}
+    rates = [s["rates"][len(s["rates"]) // 2], s["rates"][-1]] if len(s["rates"]) > 1 else s["rates"]
+    fig, axes = plt.subplots(2, len(rates), figsize=(5 * len(rates), 7), squeeze=False)
+    for j, rate in enumerate(rates):
+        for x in s["systems"]:
+            st = [find.get((x, rate), {}).get("sizes", {}).get(str(z)) for z in SIZES]
+            xs = [z / 1024 for z, t in zip(SIZES, st) if t and t["connection_ms"] is not None]
+            axes[0][j].plot(xs, [t["connection_ms"] for t in st if t and t["connection_ms"] is not None],
+                            marker=".", label=x)
+            axes[1][j].plot([z / 1024 for z, t in zip(SIZES, st) if t],
+                            [100.0 * t["ok"] / max(1, t["requests"]) for t in st if t], marker=".", label=x)
+        axes[0][j].set(title=f"{rate:,} conn/s: connection time", xlabel="file KiB", ylabel="ms")
+        axes[1][j].set(title=f"{rate:,} conn/s: connections served", xlabel="file KiB", ylabel="%")
+        for a in (axes[0][j], axes[1][j]):
+            a.grid(alpha=0.3)
+            a.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    bins = {"smallserver": os.path.join(args.build, "bench", "tap", "smallserver"),
+            "weft-run": wb.weft_bins(args.build)["weft-run"]}
+    missing = [n for n, p in bins.items() if not os.access(p, os.X_OK)]
+    if not shutil.which("httperf"):
+        missing.append("httperf")
+    if missing:
+        log(f"fig8: missing {', '.join(missing)} (make build; apt-get install httperf)")
+        return fig7.SKIP if args.smoke else 1
+    signal.signal(signal.SIGTERM, wb.on_sigterm)
+    os.sched_setaffinity(0, {args.cpu_client})
+    root = tempfile.mkdtemp(prefix="tap-fig8-root-")
+    files = []
+    for i, size in enumerate(SIZES):
+        path = os.path.join(root, f"f{i:02d}-{size}.bin")
+        with open(path, "wb") as f:
+            f.write(bytes((k * 31 + i) % 251 for k in range(size)))
+        files.append((path, size))
+    points, t0 = [], time.monotonic()
+    total = len(args.rates) * len(args.systems)
+    log(f"fig8: {', '.join(args.systems)} at {', '.join(map(str, args.rates))} conn/s, {args.duration} s each: "
+        f"{total} points, about {total * (args.duration + 5) / 60:.1f} minutes")
+    try:
+        for i, rate in enumerate(args.rates):
+            order = args.systems[i % len(args.systems):] + args.systems[:i % len(args.systems)]
+            for system in order:
+                kb.wait_quiet([args.cpu_server, args.cpu_client], args.quiet_wait)
+                rec = measure(system, rate, args, bins, root, files)
+                points.append(rec)
+                small, large = rec["sizes"].get(str(SIZES[0]), {}), rec["sizes"].get(str(SIZES[-1]), {})
+                log(f"fig8: [{time.monotonic() - t0:.0f} s, {len(points)}/{total}] {system} {rate} conn/s: "
+                    f"{fmt(rec.get('replies', 0) / args.duration)} replies/s; 1 KiB {fmt(small.get('connection_ms'), 1)} "
+                    f"ms, 90 KiB {fmt(large.get('connection_ms'), 1)} ms; verified {rec.get('verified', '—')}" +
+                    ("" if rec["ok"] else f" -- {'; '.join(rec['problems'])}"))
+    except KeyboardInterrupt:
+        log("fig8: interrupted: writing what was measured")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    doc = {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": kb.machine_line(),
+           "settings": {"systems": args.systems, "rates": args.rates, "duration": args.duration, "sizes": SIZES,
+                        "timeout": args.timeout, "buf": args.buf, "cpu_server": args.cpu_server,
+                        "cpu_client": args.cpu_client},
+           "png": args.png, "points": points}
+    md = render(doc)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1)
+    md_path = os.path.splitext(args.json)[0] + ".md"
+    with open(md_path, "w") as f:
+        f.write(md)
+    print(md)
+    plotted = plot(doc, args.png)
+    log(f"fig8: wrote {args.json}, {md_path}" + (f", {args.png}" if plotted else ""))
+    if args.smoke:
+        want = len(args.rates) * len(args.systems)
+        bad = [p for p in points if not p["ok"] or len(p["sizes"]) != len(SIZES) or not p.get("replies")]
+        if bad or len(points) != want:
+            log(f"fig8: smoke: {len(bad)} bad points of {len(points)} (want {want}, each with all 18 sizes)")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
