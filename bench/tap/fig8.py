@@ -52,6 +52,8 @@ def parse_args(argv):
                     f"{DEFAULT_RATES}; --quick 6000,10000)")
     ap.add_argument("--duration", type=int, help="seconds of arrivals per point (default 8; --quick 4)")
     ap.add_argument("--timeout", type=float, default=5.0, help="httperf --timeout, seconds (default 5)")
+    ap.add_argument("--tap", default="", help="more WEFT_TAP settings for the tap systems, e.g. age=4 (the "
+                    "class comes from the system's name)")
     ap.add_argument("--buf", type=int, default=5120, help="the server's read and write size (default 5,120)")
     ap.add_argument("--cpu-server", type=int, default=1)
     ap.add_argument("--cpu-client", type=int, default=0)
@@ -79,14 +81,15 @@ def parse_args(argv):
     return a
 
 
-def command(system, bins, cpu, root, buf):
+def command(system, bins, cpu, root, buf, extra=""):
     kind, _, cls = system.partition("-")
-    return fig7.server_cmd(kind, bins, cpu, root, buf, f"class={cls}" if cls else "")
+    spec = ",".join(x for x in (f"class={cls}" if cls else "", extra if cls else "") if x)
+    return fig7.server_cmd(kind, bins, cpu, root, buf, spec)
 
 
 def measure(system, rate, args, bins, root, files):
     rec = {"system": system, "rate": rate, "ok": False, "problems": [], "sizes": {}}
-    server = kb.Server(system, command(system, bins, args.cpu_server, root, args.buf),
+    server = kb.Server(system, command(system, bins, args.cpu_server, root, args.buf, args.tap),
                        tempfile.mkdtemp(prefix=f"tap-fig8-{system}-"))
     try:
         server.start(os.path.basename(files[0][0]))
@@ -260,7 +263,7 @@ def main(argv=None):
         shutil.rmtree(root, ignore_errors=True)
     doc = {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": kb.machine_line(),
            "settings": {"systems": args.systems, "rates": args.rates, "duration": args.duration, "sizes": SIZES,
-                        "timeout": args.timeout, "buf": args.buf, "cpu_server": args.cpu_server,
+                        "timeout": args.timeout, "buf": args.buf, "tap": args.tap, "cpu_server": args.cpu_server,
                         "cpu_client": args.cpu_client},
            "png": args.png, "points": points}
     md = render(doc)
