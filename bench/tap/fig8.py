@@ -46,7 +46,7 @@ DEFAULT_RATES = "3000,6000,8000,9000,10000,11000"
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(fig7.REPO, "build"), help="the CMake build directory")
+    ap.add_argument("--build", default=os.path.join(fig7.REPO, "build"), help="the CMake build directory (default build)")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"from {', '.join(SYSTEMS)} (default all)")
     ap.add_argument("--rates", type=fig7.int_list, help=f"connections per second over all files (default "
                     f"{DEFAULT_RATES}; --quick 6000,10000)")
@@ -55,11 +55,13 @@ def parse_args(argv):
     ap.add_argument("--tap", default="", help="more WEFT_TAP settings for the tap systems, e.g. age=4 (the "
                     "class comes from the system's name)")
     ap.add_argument("--buf", type=int, default=5120, help="the server's read and write size (default 5,120)")
-    ap.add_argument("--cpu-server", type=int, default=1)
-    ap.add_argument("--cpu-client", type=int, default=0)
-    ap.add_argument("--quiet-wait", type=float, default=20)
-    ap.add_argument("--json", default=os.path.join(fig7.REPO, "results", "tap_fig8.json"))
-    ap.add_argument("--png", default=os.path.join(fig7.REPO, "docs", "figures", "tap_fig8.png"))
+    ap.add_argument("--cpu-server", type=int, default=1, help="CPU for the server (default 1)")
+    ap.add_argument("--cpu-client", type=int, default=0, help="CPU for the httperf processes (default 0)")
+    ap.add_argument("--quiet-wait", type=float, default=20, help="seconds to wait before each point for the CPUs "
+                    "to be quiet (default 20)")
+    ap.add_argument("--json", default=os.path.join(fig7.REPO, "results", "tap_fig8.json"),
+                    help="where the figures go (default results/tap_fig8.json; the report beside it)")
+    ap.add_argument("--png", default=os.path.join(fig7.REPO, "docs", "figures", "tap_fig8.png"), help="the plot")
     ap.add_argument("--quick", action="store_true", help="2 rates of 4 s")
     ap.add_argument("--smoke", action="store_true", help="nptl and tap-weft at 180 conn/s for 2 s, then check "
                     f"the outputs (exit 1 if wrong; {fig7.SKIP} without httperf or weft-run)")
