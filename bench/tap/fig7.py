@@ -66,34 +66,44 @@ def int_list(text):
     return v
 
 
+def common_args(ap, name, systems):
+    """The options both harnesses (fig7, fig8) have."""
+    ap.add_argument("--build", default=os.path.join(REPO, "build"), help="the CMake build directory (default build)")
+    ap.add_argument("--systems", default=",".join(systems), help=f"from {', '.join(systems)} (default all)")
+    ap.add_argument("--duration", type=int, help="seconds of connection arrivals per point (default 8; --quick 4)")
+    ap.add_argument("--timeout", type=float, default=5.0, help="httperf --timeout, seconds (default 5)")
+    ap.add_argument("--cpu-server", type=int, default=1, help="CPU for the server (default 1)")
+    ap.add_argument("--cpu-client", type=int, default=0, help="CPU for httperf and this script (default 0)")
+    ap.add_argument("--quiet-wait", type=float, default=20, help="seconds to wait before each point for the CPUs "
+                    "to be quiet (default 20)")
+    ap.add_argument("--json", default=os.path.join(REPO, "results", f"tap_{name}.json"),
+                    help=f"where the figures go (default results/tap_{name}.json; the report beside it)")
+    ap.add_argument("--png", default=os.path.join(REPO, "docs", "figures", f"tap_{name}.png"), help="the plot")
+
+
+def pick_systems(ap, a, systems):
+    a.systems = [s for s in a.systems.split(",") if s]
+    bad = [s for s in a.systems if s not in systems]
+    if bad or not a.systems:
+        ap.error(f"--systems: unknown {', '.join(bad) or '(none)'}; known: {', '.join(systems)}")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(REPO, "build"), help="the CMake build directory (default build)")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help="nptl, fifo, tap (default all three)")
+    common_args(ap, "fig7", SYSTEMS)
     ap.add_argument("--rates", type=int_list, help=f"connections per second (default {DEFAULT_RATES}; --quick "
                     "4000,10000,16000)")
-    ap.add_argument("--duration", type=int, help="seconds of connection arrivals per point (default 8; --quick 4)")
-    ap.add_argument("--timeout", type=float, default=5.0, help="httperf --timeout, seconds (default 5)")
     ap.add_argument("--size", type=int, default=4244, help="the file's bytes (default 4,244, the paper's)")
     ap.add_argument("--tap", default="", help="WEFT_TAP for the tap server, e.g. ratio=5:4:5 (default: the "
                     "runtime's, ratio 5:4:1, class weft)")
     ap.add_argument("--buf", type=int, default=512, help="the server's read and write size (default 512)")
     ap.add_argument("--repeat", type=int, help="rounds over every point (default 2; --quick 1)")
-    ap.add_argument("--cpu-server", type=int, default=1, help="CPU for the server (default 1)")
-    ap.add_argument("--cpu-client", type=int, default=0, help="CPU for httperf and this script (default 0)")
-    ap.add_argument("--quiet-wait", type=float, default=20, help="seconds to wait before each point for the CPUs "
-                    "to be quiet (default 20)")
-    ap.add_argument("--json", default=os.path.join(REPO, "results", "tap_fig7.json"), help="where the figures go")
-    ap.add_argument("--png", default=os.path.join(REPO, "docs", "figures", "tap_fig7.png"), help="the plot")
     ap.add_argument("--quick", action="store_true", help="3 rates, 4 s, 1 round (under a minute)")
     ap.add_argument("--smoke", action="store_true", help="2 low rates of 2 s, then check the outputs "
                     f"(exit 1 if wrong; {SKIP} when httperf or weft-run is missing)")
     a = ap.parse_args(argv)
-    a.systems = [s for s in a.systems.split(",") if s]
-    bad = [s for s in a.systems if s not in SYSTEMS]
-    if bad or not a.systems:
-        ap.error(f"--systems: unknown {', '.join(bad) or '(none)'}; known: {', '.join(SYSTEMS)}")
+    pick_systems(ap, a, SYSTEMS)
     if a.smoke:
         a.rates, a.duration, a.repeat = a.rates or [200, 400], a.duration or 2, a.repeat or 1
     elif a.quick:
@@ -270,18 +280,41 @@ def plot(doc, path):
     return True
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def prepare(args, name):
+    """The binaries both harnesses run ({name: path}), or an exit status when
+    one is missing (SKIP under --smoke); pins this script to the client CPU
+    and makes SIGTERM end the run like Ctrl-C."""
     bins = {"smallserver": os.path.join(args.build, "bench", "tap", "smallserver"),
             "weft-run": wb.weft_bins(args.build)["weft-run"]}
     missing = [n for n, p in bins.items() if not os.access(p, os.X_OK)]
     if not shutil.which("httperf"):
         missing.append("httperf")
     if missing:
-        log(f"fig7: missing {', '.join(missing)} (make build; apt-get install httperf)")
+        log(f"{name}: missing {', '.join(missing)} (make build; apt-get install httperf)")
         return SKIP if args.smoke else 1
     signal.signal(signal.SIGTERM, wb.on_sigterm)
     os.sched_setaffinity(0, {args.cpu_client})
+    return bins
+
+
+def write_outputs(doc, md, args, plot_fn, name):
+    """--json, the Markdown report beside it (also printed), and the plot."""
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1)
+    md_path = os.path.splitext(args.json)[0] + ".md"
+    with open(md_path, "w") as f:
+        f.write(md)
+    print(md)
+    plotted = plot_fn(doc, args.png)
+    log(f"{name}: wrote {args.json}, {md_path}" + (f", {args.png}" if plotted else ""))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    bins = prepare(args, "fig7")
+    if isinstance(bins, int):
+        return bins
     root = tempfile.mkdtemp(prefix="tap-fig7-root-")
     expected = bytes((i * 131 + 7) % 251 for i in range(args.size))
     with open(os.path.join(root, FILE), "wb") as f:
@@ -316,15 +349,7 @@ def main(argv=None):
            "png": args.png, "points": points}
     md, goal_ok = render(doc)
     doc["goal_met"] = goal_ok
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(doc, f, indent=1)
-    md_path = os.path.splitext(args.json)[0] + ".md"
-    with open(md_path, "w") as f:
-        f.write(md)
-    print(md)
-    plotted = plot(doc, args.png)
-    log(f"fig7: wrote {args.json}, {md_path}" + (f", {args.png}" if plotted else ""))
+    write_outputs(doc, md, args, plot, "fig7")
     if args.smoke:
         bad = [p for p in points if not p["ok"]]
         want = len(args.rates) * len(args.systems) * args.repeat

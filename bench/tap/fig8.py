@@ -24,7 +24,6 @@ it, and with matplotlib --png (default docs/figures/tap_fig8.png).
 Bounded as bench/tap/fig7.py.
 """
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -46,33 +45,21 @@ DEFAULT_RATES = "3000,6000,8000,9000,10000,11000"
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(fig7.REPO, "build"), help="the CMake build directory (default build)")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"from {', '.join(SYSTEMS)} (default all)")
+    fig7.common_args(ap, "fig8", SYSTEMS)
     ap.add_argument("--rates", type=fig7.int_list, help=f"connections per second over all files (default "
                     f"{DEFAULT_RATES}; --quick 6000,10000)")
-    ap.add_argument("--duration", type=int, help="seconds of arrivals per point (default 8; --quick 4)")
-    ap.add_argument("--timeout", type=float, default=5.0, help="httperf --timeout, seconds (default 5)")
     ap.add_argument("--tap", default="", help="more WEFT_TAP settings for the tap systems, e.g. age=4 (the "
                     "class comes from the system's name)")
     ap.add_argument("--buf", type=int, default=5120, help="the server's read and write size (default 5,120)")
-    ap.add_argument("--cpu-server", type=int, default=1, help="CPU for the server (default 1)")
-    ap.add_argument("--cpu-client", type=int, default=0, help="CPU for the httperf processes (default 0)")
-    ap.add_argument("--quiet-wait", type=float, default=20, help="seconds to wait before each point for the CPUs "
-                    "to be quiet (default 20)")
-    ap.add_argument("--json", default=os.path.join(fig7.REPO, "results", "tap_fig8.json"),
-                    help="where the figures go (default results/tap_fig8.json; the report beside it)")
-    ap.add_argument("--png", default=os.path.join(fig7.REPO, "docs", "figures", "tap_fig8.png"), help="the plot")
     ap.add_argument("--quick", action="store_true", help="2 rates of 4 s")
     ap.add_argument("--smoke", action="store_true", help="nptl and tap-weft at 180 conn/s for 2 s, then check "
                     f"the outputs (exit 1 if wrong; {fig7.SKIP} without httperf or weft-run)")
     a = ap.parse_args(argv)
-    a.systems = [s for s in a.systems.split(",") if s]
-    bad = [s for s in a.systems if s not in SYSTEMS]
-    if bad or not a.systems:
-        ap.error(f"--systems: unknown {', '.join(bad) or '(none)'}; known: {', '.join(SYSTEMS)}")
+    pick_systems_default = a.systems == ",".join(SYSTEMS)
+    fig7.pick_systems(ap, a, SYSTEMS)
     if a.smoke:
         a.rates, a.duration = a.rates or [180], a.duration or 2
-        if a.systems == list(SYSTEMS):
+        if pick_systems_default:
             a.systems = ["nptl", "tap-weft"]
     elif a.quick:
         a.rates, a.duration = a.rates or [6000, 10000], a.duration or 4
@@ -226,16 +213,9 @@ def plot(doc, path):
 
 def main(argv=None):
     args = parse_args(argv)
-    bins = {"smallserver": os.path.join(args.build, "bench", "tap", "smallserver"),
-            "weft-run": wb.weft_bins(args.build)["weft-run"]}
-    missing = [n for n, p in bins.items() if not os.access(p, os.X_OK)]
-    if not shutil.which("httperf"):
-        missing.append("httperf")
-    if missing:
-        log(f"fig8: missing {', '.join(missing)} (make build; apt-get install httperf)")
-        return fig7.SKIP if args.smoke else 1
-    signal.signal(signal.SIGTERM, wb.on_sigterm)
-    os.sched_setaffinity(0, {args.cpu_client})
+    bins = fig7.prepare(args, "fig8")
+    if isinstance(bins, int):
+        return bins
     root = tempfile.mkdtemp(prefix="tap-fig8-root-")
     files = []
     for i, size in enumerate(SIZES):
@@ -268,16 +248,7 @@ def main(argv=None):
                         "timeout": args.timeout, "buf": args.buf, "tap": args.tap, "cpu_server": args.cpu_server,
                         "cpu_client": args.cpu_client},
            "png": args.png, "points": points}
-    md = render(doc)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(doc, f, indent=1)
-    md_path = os.path.splitext(args.json)[0] + ".md"
-    with open(md_path, "w") as f:
-        f.write(md)
-    print(md)
-    plotted = plot(doc, args.png)
-    log(f"fig8: wrote {args.json}, {md_path}" + (f", {args.png}" if plotted else ""))
+    fig7.write_outputs(doc, render(doc), args, plot, "fig8")
     if args.smoke:
         want = len(args.rates) * len(args.systems)
         bad = [p for p in points if not p["ok"] or len(p["sizes"]) != len(SIZES) or not p.get("replies")]
