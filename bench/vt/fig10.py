@@ -517,12 +517,7 @@ def progress(rec, t_start):
 
 # ---- the report -------------------------------------------------------------------------------
 
-def fmt(x, digits=None):
-    if x is None:
-        return "—"
-    if digits is not None:
-        return f"{x:,.{digits}f}"
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}" if abs(x) >= 10 else f"{x:,.2f}"
+fmt = wb.fmt  # numbers as the web report prints them
 
 
 def marginal_kb(runs, rec):
