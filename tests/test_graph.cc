@@ -326,7 +326,16 @@ int run_admit_case(const char *policy, int target_ms) {
 } // namespace
 
 TEST(ResourcePolicy, WeftAdmitShedsAThreadThatWaitedPastTheTarget) {
-    EXPECT_EQ(run_admit_case("resource", 5), 0);
+    // The CPU reading is real: on a shared VM a period in which the host
+    // took the CPU away (steal time counts neither as run nor as wait) can
+    // read as not over-booked. So the shed case gets three tries; the cases
+    // that must not shed get one each, and every try is checked for -2/-3.
+    int shed = -1;
+    for (int attempt = 0; attempt < 3 && shed != 0; ++attempt) {
+        shed = run_admit_case("resource", 5);
+        ASSERT_TRUE(shed == 0 || shed == 1) << "run_admit_case failed: " << shed;
+    }
+    EXPECT_EQ(shed, 0) << "a thread that waited 30 ms past a 5 ms target was never shed in 3 tries";
     EXPECT_EQ(run_admit_case("resource", 10000), 1);
     EXPECT_EQ(run_admit_case("fifo", 5), 1);
     EXPECT_EQ(weft_admit(), 1) << "outside weft_main";
