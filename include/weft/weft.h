@@ -22,8 +22,10 @@
  *   - weft_now_ns, weft_stats_get (zeros) and the key calls work.
  *
  * Threads are cooperative: a thread runs until it blocks in a weft call or
- * yields. A thread belongs to one vproc (a kernel thread with its own run
- * queue and timers) for its whole life; synchronisation works across vprocs.
+ * yields. A thread runs on one vproc (a kernel thread with its own run queue
+ * and timers); a new thread that has not run yet may be taken by an idle
+ * vproc (work stealing, weft_config.steal), and weft_migrate moves a thread
+ * on request. Synchronisation works across vprocs.
  */
 #ifndef WEFT_WEFT_H
 #define WEFT_WEFT_H
@@ -107,6 +109,17 @@ typedef struct weft_config {
                             per calendar, 0 = no limit; default 0:0:0) and burst=N
                             (the rate's token bucket; default 16), locks=on|off (TAP
                             locking: a contended mutex by appointment; default on). */
+    int steal;           /* 0: WEFT_STEAL; default 1. With several vprocs, an idle vproc
+                            takes ready threads from a busy one (docs/stealing.md):
+                            1 threads that have not run yet, 2 any ready thread (only
+                            for code that keeps no errno or thread_local address
+                            across a blocking call: compilers do for errno), -1 (or
+                            WEFT_STEAL=0) off. Threads created with a home_vproc are
+                            never moved; the "tap" policy never gives threads away. */
+    int steal_after_us;  /* WEFT_STEAL_AFTER_US (1..1000000); default 20. How long a vproc
+                            must have had threads waiting to run, while another vproc
+                            idles, before it gives some away: below it, a thread keeps
+                            the vproc (and the cache) it last ran on. */
 } weft_config;
 
 /* Fill *cfg with "unset" values (zeros / NULL). */
@@ -151,7 +164,8 @@ typedef struct weft_thread_attr {
                           static bound (stackcheck) exactly that bound; 0: a 1,792-byte chunk. */
     const char *name;  /* copied (up to 31 bytes); NULL = "thread-<id>" */
     int detached;      /* non-zero: the thread cannot be joined; freed at exit */
-    int home_vproc;    /* -1 = the creator's vproc; else 0 .. vprocs-1 */
+    int home_vproc;    /* -1 = the creator's vproc, from which an idle vproc may take
+                          it (work stealing); else 0 .. vprocs-1: runs only there */
     int stacks;        /* WEFT_STACKS_DEFAULT (weft_config.stacks), _FIXED or _LINKED */
 } weft_thread_attr_t;
 
@@ -183,6 +197,15 @@ WEFT_NORETURN void weft_thread_exit(void *ret);
 
 /* Let other ready threads run. Returns 0, or EPERM outside weft_main. */
 int weft_yield(void);
+
+/* Move the calling thread to vproc `vproc` and continue there (0 at once if
+ * it is there already). EINVAL: no such vproc; EPERM: outside weft_main, or
+ * the thread was created with a home_vproc (pinned). errno's value, thread-
+ * specific data, I/O registrations and timers go with it. It continues on
+ * another kernel thread: an address of errno or of a C/C++ thread_local
+ * taken before the call is the old kernel thread's (gcc keeps errno's
+ * address across calls in a function that reads errno before and after). */
+int weft_migrate(int vproc);
 
 /* Park the calling thread for at least ns nanoseconds. 0 is a yield. */
 int weft_sleep_ns(uint64_t ns);
@@ -423,7 +446,8 @@ typedef struct weft_stats {
     uint64_t yields;           /* weft_yield calls that let another thread run */
     uint64_t threads_created;  /* threads started on this vproc (their home) */
     uint64_t threads_exited;   /* threads that finished here */
-    uint64_t threads_live;     /* created minus exited: running or parked here */
+    uint64_t threads_live;     /* created + migrations_in - exited - migrations_out:
+                                  running, ready or parked here */
     uint64_t parks[WEFT_PARK_REASON_COUNT]; /* parks by reason */
     uint64_t remote_wakeups;   /* threads handed in from another vproc */
     uint64_t timers_fired;     /* deadlines that expired */
@@ -443,6 +467,11 @@ typedef struct weft_stats {
     uint64_t stack_chunks;     /* chunks carved or mapped from fresh memory */
     uint64_t stack_chunks_given_back; /* chunks whose memory went back above the high-water mark */
     uint64_t admissions_shed;  /* weft_admit calls answered 0 (shed the work) */
+    uint64_t steals;           /* idle spells that ended with threads given by a busy vproc */
+    uint64_t steals_failed;    /* idle spells that asked for threads and got none */
+    uint64_t migrations_in;    /* threads that moved here from another vproc */
+    uint64_t migrations_out;   /* threads this vproc gave to another */
+    uint64_t idle_wakeups;     /* times another kernel thread woke this vproc from its sleep */
 } weft_stats_t;
 
 /* vproc >= 0: that vproc's counters; -1: the sum over all vprocs. EINVAL for

@@ -130,6 +130,7 @@ inline void wake(Tcb *t, int result, bool smp) {
 // it: after a timeout it leaves its own lists under their locks first, then
 // releases the claim — the same rule park() applies to a queue.
 [[gnu::always_inline]] inline int park_held(Vproc *&vp, int reason, const void *site, uint64_t deadline) {
+    WEFT_DCHECK_HOME(vp);
     Tcb *self = vp->current;
     // Ended before it began (expire_wait found it ready, inside the same
     // interruptible call): the timer's path, without a switch.

@@ -28,7 +28,8 @@ static std::vector<int> usable_cpus() {
     return cpus;
 }
 
-Runtime::Runtime(const RuntimeConfig &c) : cfg(c), smp(c.vprocs > 1) {
+Runtime::Runtime(const RuntimeConfig &c)
+    : cfg(c), smp(c.vprocs > 1), stealing(smp && c.steal && c.policy->give != nullptr) {
     if (cfg.pin) cpus = usable_cpus();
     for (int i = 0; i < cfg.vprocs; ++i) {
         vprocs.push_back(std::make_unique<Vproc>(this, i, smp, regions, chunk_slabs));
@@ -237,6 +238,35 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
             return config_error("admit_target_ms (WEFT_ADMIT_TARGET_MS) %s: expected 1..60000", "out of range");
         out->admit_target_ns = static_cast<uint64_t>(admit_ms) * 1000000u;
     }
+
+    // steal: 1 threads that have not run, 2 any ready thread, -1 off, 0
+    // unset (then WEFT_STEAL: 0, 1 or 2).
+    if (c.steal < -1 || c.steal > 2)
+        return config_error("steal %s: expected 1 (new threads), 2 (any thread), -1 (off) or 0 (WEFT_STEAL)",
+                            "out of range");
+    int steal = c.steal ? c.steal : 1;
+    if (c.steal == 0)
+        if (const char *e = std::getenv("WEFT_STEAL"); e && *e) {
+            if ((*e != '0' && *e != '1' && *e != '2') || e[1])
+                return config_error("WEFT_STEAL=%s: expected 0 (off), 1 (threads that have not run) or 2 (any)", e);
+            steal = *e == '0' ? -1 : *e - '0';
+        }
+    out->steal = steal > 0;
+    out->steal_started = steal == 2;
+    long steal_us = c.steal_after_us;
+    if (!steal_us) {
+        if (const char *e = std::getenv("WEFT_STEAL_AFTER_US"); e && *e) {
+            char *end;
+            errno = 0;
+            long v = std::strtol(e, &end, 10);
+            if (*end || errno || *e < '0' || *e > '9' || v < 1 || v > 1000000)
+                return config_error("WEFT_STEAL_AFTER_US=%s: expected 1..1000000 (microseconds)", e);
+            steal_us = v;
+        }
+    } else if (steal_us < 1 || steal_us > 1000000) {
+        return config_error("steal_after_us %s: expected 1..1000000 (0: WEFT_STEAL_AFTER_US)", "out of range");
+    }
+    if (steal_us) out->steal_after_ns = static_cast<uint64_t>(steal_us) * 1000u;
     return true;
 }
 

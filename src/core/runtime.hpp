@@ -34,6 +34,9 @@ struct RuntimeConfig {
     uint64_t mem_limit = 0;            // WEFT_MEM_LIMIT: the resource policy's memory capacity (0: the cgroup's)
     uint64_t admit_target_ns = 100'000'000; // WEFT_ADMIT_TARGET_MS: weft_admit's target (resource policy)
     TapConfig tap;                     // WEFT_TAP: threading by appointment (policy tap)
+    bool steal = true;                 // WEFT_STEAL: idle vprocs take threads from busy ones
+    bool steal_started = false;        // WEFT_STEAL=2: ... also threads that have run already
+    uint64_t steal_after_ns = kStealAfterNs; // WEFT_STEAL_AFTER_US
 
     // Offload workers: enough that a few slow disk reads or a blocking
     // sendfile do not hold up the others, few enough to cost nothing idle
@@ -56,6 +59,11 @@ struct Runtime {
     int start_error = 0;               // errno if a vproc's reactor could not be made
     std::atomic<int64_t> live{0};      // threads created and not yet reaped
     std::atomic<bool> stopping{false}; // set when live drops to 0
+    const bool stealing;               // smp, cfg.steal and a policy that can give threads away
+    // Vprocs idle and asking for threads (Vproc::wants_work set). Busy vprocs
+    // read it at every poll, so it has a cache line of its own.
+    alignas(64) std::atomic<uint32_t> idle_vprocs{0};
+    char idle_pad_[60];
     int main_result = 0;
     std::vector<int> cpus;             // with cfg.pin: the CPUs vproc i % n is pinned to
     std::vector<Vproc *> vproc_list;   // vprocs as a plain array, for debuggers

@@ -4,7 +4,10 @@
 //
 // Ownership of fields, which is what makes cross-vproc operation safe:
 //  - ctx, state transitions Running<->Ready/Parked, timer, saved_errno, tsd,
-//    stack: only the home vproc (the thread itself or its scheduler).
+//    stack, vp: only the home vproc (the thread itself or its scheduler).
+//    The home changes only while the thread is ready in its run queue: the
+//    old home gives it away (Vproc::share_work) and the new one takes it
+//    from its inbox.
 //  - wq_prev/wq_next/waiting_on: the lock of the wait queue it is parked on.
 //  - wake_result and the Parked->Ready transition: the one party that wins
 //    `claimed` for this park — a waker that removed it from its queue, or its
@@ -39,6 +42,17 @@ struct TsdSlot {
     void *value;
 };
 
+// Tcb::pinned: created with a home_vproc; waiting for an operation in its
+// vproc's io_uring ring (run_op: only that vproc can cancel it); has run,
+// and work stealing moves only threads that have not (the default,
+// WEFT_STEAL=1: its frames may hold the address of its kernel thread's
+// errno or another thread_local, docs/stealing.md).
+inline constexpr uint8_t kPinnedHome = 1, kPinnedOp = 2, kPinnedRan = 4;
+
+// Tcb::migrated: given to another vproc, which has not taken it in yet;
+// kMovingMeasured: the blocking graph had a record of it (made anew there).
+inline constexpr uint8_t kMoving = 1, kMovingMeasured = 2;
+
 inline constexpr uint32_t kTcbMagic = 0x77656674; // "weft"
 inline constexpr size_t kThreadNameMax = 32;
 inline constexpr uintptr_t kTcbAlign = 64; // a cache line
@@ -71,6 +85,9 @@ struct Tcb {
     bool timed_wait = false;     // parked with a deadline: expire_wait may end the park early
     bool interruptible = false;  // the thread lets expire_wait end its timed waits (park.hpp)
     bool expire_next = false;    // expire_wait came while it was not parked: its next timed wait ends at once
+    uint8_t pinned = 0;          // kPinned*: never given to another vproc while non-zero
+    bool io_counted = false;     // counted in its vproc's io_waiters (Vproc::io_wait_begin/end)
+    uint8_t migrated = 0;        // in transit to a new vproc (kMoving..., set by the giver, cleared on arrival)
     int saved_errno;             // errno of this thread while switched out (set at switch-out)
     uint64_t saved_eh[2] = {0, 0}; // its C++ exception state while switched out (see vproc.hpp)
     int wake_result;             // set by the waker: 0, ETIMEDOUT, ...

@@ -80,6 +80,8 @@ void thread_start(void *p) {
     first.finish();
     Vproc *vp = tls_vproc;
     if (vp->dead) vp->reap_dead();
+    if (vp->moving) vp->finish_move();
+    self->pinned |= vp->pin_on_start;
     if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_start(self);
     *vp->errno_loc = 0;
     void *ret;
@@ -170,6 +172,7 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     t->id = vp->next_thread_id();
     t->magic = kTcbMagic;
     t->detached = attr && attr->detached;
+    if (attr && attr->home_vproc >= 0) t->pinned = kPinnedHome;
     t->fn = fn;
     t->arg = arg;
     t->stack = st;
@@ -185,8 +188,16 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     else target->stats.created_remotely.fetch_add(1, std::memory_order_relaxed);
     if (out) *out = weft_thread_t{t, t->id};
     t->state = ThreadState::Ready;
-    if (target == vp) vp->enqueue_local(t);
-    else target->push_remote(t);
+    if (target != vp) {
+        target->push_remote(t);
+    } else if (__builtin_expect(rt->stealing && !t->pinned && rt->idle_vprocs.load(std::memory_order_relaxed), 0)) {
+        // A vproc idles: the new thread, which has no cache here yet, starts
+        // there (one load when none does).
+        if (Vproc *to = vp->claim_idle()) vp->give(to, &t, 1);
+        else vp->enqueue_local(t);
+    } else {
+        vp->enqueue_local(t);
+    }
     return 0;
 }
 
@@ -292,6 +303,25 @@ void weft_thread_exit(void *ret) {
     if (!vp) fatal("weft_thread_exit called outside weft_main");
     finish_thread(vp, vp->current, ret);
     __builtin_unreachable();
+}
+
+int weft_migrate(int vproc) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return EPERM;
+    auto &all = vp->rt->vprocs;
+    if (vproc < 0 || vproc >= static_cast<int>(all.size())) return EINVAL;
+    Tcb *self = vp->current;
+    if (self->pinned & kPinnedHome) return EPERM;
+    Vproc *to = all[static_cast<size_t>(vproc)].get();
+    if (to == vp) return 0;
+    // Ready, with its new home, but handed over only once it has switched
+    // out (finish_move, after the switch): else `to` could resume it while
+    // its registers are still being saved here.
+    vp->let_go(self, to);
+    self->state = ThreadState::Ready;
+    vp->moving = self;
+    vp->schedule();
+    return 0;
 }
 
 int weft_yield(void) {

@@ -4,6 +4,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/park.hpp"
 #include "core/runtime.hpp"
 #include "observe/graph.hpp"
@@ -40,6 +42,7 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
     if (rt->cfg.graph_sample)
         graph = new BlockingGraph(this, static_cast<uint32_t>(rt->cfg.graph_sample), rt->cfg.graph_depth);
     park_hooks = graph || (!fifo && pol->on_park);
+    if (!rt->cfg.steal_started) pin_on_start = kPinnedRan;
 }
 
 void park_hooks_enter(Vproc *vp, Tcb *self, int reason, const void *site, void *fp) {
@@ -81,12 +84,15 @@ void Vproc::poll() {
         stats.io_waits.add(!reactor->cheap_poll());
         reactor->poll();
     }
+    // One load of a line that changes only when a vproc goes idle or wakes.
+    if (rt->stealing && rt->idle_vprocs.load(std::memory_order_relaxed)) share_work();
 }
 
 void Vproc::poll_local() {
     for (Tcb *t = inbox.drain(); t;) {
         Tcb *n = t->next;
-        stats.remote_wakeups.add();
+        if (__builtin_expect(t->migrated != 0, 0)) arrived(t);
+        else stats.remote_wakeups.add();
         enqueue_local(t);
         t = n;
     }
@@ -100,10 +106,16 @@ void Vproc::poll_local() {
 // other: no lost wake-up.
 void Vproc::idle_wait() {
     uint64_t deadline = timers.next_deadline();
-    if (smp && rt->cfg.idle_spin_ns && spin_for_work(deadline)) return;
+    busy_since = 0;
+    if (rt->stealing) ask_for_work();
+    if (smp && rt->cfg.idle_spin_ns && spin_for_work(deadline)) {
+        stop_asking();
+        return;
+    }
     sleeping.store(1, std::memory_order_seq_cst);
     if (!inbox.empty() || rt->stopping.load(std::memory_order_seq_cst)) {
         sleeping.store(0, std::memory_order_relaxed);
+        stop_asking();
         return;
     }
     // One vproc, nothing ready, no timer, no I/O outstanding, an empty
@@ -115,6 +127,120 @@ void Vproc::idle_wait() {
     stats.io_waits.add();
     reactor->wait(deadline);
     sleeping.store(0, std::memory_order_relaxed);
+    stop_asking();
+}
+
+// ---- work stealing (docs/stealing.md) ----------------------------------------
+//
+// Receiver-initiated, with private run queues: an idle vproc only raises
+// its hand (wants_work); a busy vproc notices at its next poll and gives it
+// threads from its own queue, on its own kernel thread. So no run queue is
+// ever touched by two kernel threads (no lock, no atomic operation on the
+// switch path, and every policy keeps its single-owner state), and the giver
+// knows which thread has not yet switched out (its current one).
+
+void Vproc::ask_for_work() {
+    // The count first: whoever clears our flag takes us off it, and must
+    // not do so before we are on it.
+    rt->idle_vprocs.fetch_add(1, std::memory_order_relaxed);
+    wants_work.store(1, std::memory_order_seq_cst);
+}
+
+void Vproc::stop_asking() {
+    if (!rt->stealing) return;
+    if (wants_work.exchange(0, std::memory_order_acq_rel)) {
+        rt->idle_vprocs.fetch_sub(1, std::memory_order_relaxed);
+        stats.steals_failed.add();
+    } else {
+        stats.steals.add(); // a giver cleared it: its threads are in our inbox
+    }
+}
+
+// Called at a poll while some vproc idles. Threads have waited here at every
+// poll for steal_after_ns: this vproc stays busy, so half of them (at most
+// kGiveMax) go to an idle vproc. Below that, a thread stays where it last
+// ran, with its cache: a vproc that keeps up with its work gives nothing.
+void Vproc::share_work() {
+    size_t ready = fifo ? static_cast<const FifoQueue *>(pol_state)->count : pol->ready(pol_state);
+    if (ready == 0) {
+        busy_since = 0;
+        return;
+    }
+    uint64_t now = now_ns();
+    if (!busy_since) {
+        busy_since = now;
+        return;
+    }
+    if (now - busy_since < rt->cfg.steal_after_ns) return;
+    busy_since = now;
+    Tcb *ts[kGiveMax];
+    size_t want = std::min((ready + 1) / 2, kGiveMax);
+    size_t n = fifo ? static_cast<FifoQueue *>(pol_state)->give(current, ts, want)
+                    : pol->give(pol_state, current, ts, want);
+    if (n == 0) return;
+    Vproc *to = claim_idle();
+    if (!to) { // another giver was faster: keep them (behind the rest)
+        for (size_t i = 0; i < n; ++i) enqueue_local(ts[i]);
+        return;
+    }
+    give(to, ts, n);
+}
+
+// Hand ready threads ts[0..n) to `to`, in that order. Everything of theirs
+// that is tied to this vproc is settled here, on its owner's thread: a
+// deadline timer still armed from the park they were woken from, their
+// place in io_waiters, their blocking-graph record.
+// An idle vproc, claimed: its flag from 1 to 0, which takes it off the count.
+Vproc *Vproc::claim_idle() {
+    size_t nvp = rt->vproc_list.size();
+    for (size_t k = 1; k < nvp; ++k) {
+        Vproc *v = rt->vproc_list[(static_cast<size_t>(index) + k) % nvp];
+        uint8_t one = 1;
+        if (v->wants_work.load(std::memory_order_relaxed) &&
+            v->wants_work.compare_exchange_strong(one, 0, std::memory_order_acq_rel)) {
+            rt->idle_vprocs.fetch_sub(1, std::memory_order_relaxed);
+            return v;
+        }
+    }
+    return nullptr;
+}
+
+void Vproc::give(Vproc *to, Tcb **ts, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        let_go(ts[i], to);
+        ts[i]->next = i ? ts[i - 1] : nullptr; // the inbox takes a chain newest first
+    }
+    to->inbox.push_chain(ts[n - 1], ts[0]);
+    to->notify();
+}
+
+void Vproc::let_go(Tcb *t, Vproc *to) {
+    if (t->timer.armed()) timers.cancel(&t->timer);
+    if (t->io_counted) {
+        --io_waiters;
+        t->io_counted = false;
+    }
+    t->migrated = kMoving;
+    if (graph && t->graph) {
+        graph->on_migrate_out(t);
+        t->migrated = kMovingMeasured;
+    }
+    t->vp = to;
+    stats.migrations_out.add();
+}
+
+// The thread that called weft_migrate has switched out: its new vproc may
+// run it now.
+void Vproc::finish_move() {
+    Tcb *t = moving;
+    moving = nullptr;
+    t->vp->push_remote(t);
+}
+
+void Vproc::arrived(Tcb *t) {
+    if (t->migrated == kMovingMeasured && graph) graph->on_migrate_in(t);
+    t->migrated = 0;
+    stats.migrations_in.add();
 }
 
 // Before sleeping, watch the inbox for a short while. Another vproc that
@@ -145,6 +271,7 @@ void Vproc::push_remote(Tcb *t) {
 void Vproc::notify() {
     if (sleeping.load(std::memory_order_seq_cst)) {
         sleeping.store(0, std::memory_order_relaxed);
+        stats.idle_wakeups.fetch_add(1, std::memory_order_relaxed);
         reactor->wake();
     }
 }
@@ -167,6 +294,13 @@ void Vproc::reap_dead() {
 }
 
 void Vproc::stack_overflow(Tcb *t) { fatal_thread(t, "stack overflow"); }
+
+#ifndef NDEBUG
+void stale_vproc(const Vproc *vp, const char *where) {
+    fatal("%s: vproc %d used from the kernel thread of vproc %d (a Vproc pointer kept across a switch)", where,
+          vp ? vp->index : -1, tls_vproc ? tls_vproc->index : -1);
+}
+#endif
 
 void Vproc::report_deadlock() {
     fatal("deadlock: all %lld threads of the runtime are blocked and nothing can wake them "

@@ -14,11 +14,16 @@
 //    the inbox and expires timers even while threads are always ready, so a
 //    busy vproc never starves timers or remote wake-ups (nor, with the I/O
 //    layer, the reactor).
-//  - One home. A thread runs only on its home vproc. A wake-up from another
-//    kernel thread goes through the home vproc's inbox (lock-free MPSC) and
-//    wakes that vproc if it sleeps. The home vproc drains its inbox only in
-//    its own scheduler code, so a thread is never resumed before it has
-//    switched out, even when a remote waker made it ready early.
+//  - One home at a time. A thread runs only on its home vproc. A wake-up
+//    from another kernel thread goes through the home vproc's inbox (lock-
+//    free MPSC) and wakes that vproc if it sleeps. The home vproc drains its
+//    inbox only in its own scheduler code, so a thread is never resumed
+//    before it has switched out, even when a remote waker made it ready early.
+//  - Work stealing moves the home, and only of a ready thread that has
+//    switched out: an idle vproc asks (wants_work), and a busy one, at a
+//    poll, gives it some of its ready threads through the same inbox —
+//    never its current thread, nor a pinned one (docs/stealing.md). Every
+//    run queue thus stays private to its vproc, as the policy contract says.
 //  - errno and the C++ exception state belong to the thread: saved and
 //    restored at every switch.
 //  - A dead thread cannot free the stack it runs on: it switches away and
@@ -63,6 +68,12 @@ inline constexpr uint32_t kPollInterval = 64;
 // WEFT_IDLE_SPIN_US). 50 µs: measured in docs/tuning.md.
 inline constexpr uint64_t kIdleSpinNs = 50000;
 
+// Work stealing (docs/stealing.md): how long a vproc must have had threads
+// waiting, at every poll, while another vproc idles, before it gives some
+// away (weft_config.steal_after_us); and the most it gives at once.
+inline constexpr uint64_t kStealAfterNs = 20000;
+inline constexpr size_t kGiveMax = 64;
+
 // Counters written only by the owning vproc (relaxed, no RMW: a plain add on
 // x86) and read by anyone.
 class Counter {
@@ -92,17 +103,21 @@ struct VprocCounters {
     Counter remote_wakeups, timers_fired, idle_sleeps;
     Counter io_syscalls, io_parks, io_waits, io_completions, sendfile_bytes, offloaded;
     Counter shed; // weft_admit answered 0
+    Counter steals, steals_failed, migrations_in, migrations_out; // work stealing
     std::atomic<uint64_t> created_remotely{0}; // threads other vprocs created with this home
+    std::atomic<uint64_t> idle_wakeups{0};     // notify() found it asleep (written by the notifier)
 };
 
 // Multi-producer single-consumer stack of ready threads, drained in FIFO order.
 class Inbox {
 public:
-    void push(Tcb *t) {
+    void push(Tcb *t) { push_chain(t, t); }
+    // first .. last, linked through next, newest first (drain reverses).
+    void push_chain(Tcb *first, Tcb *last) {
         Tcb *h = head_.load(std::memory_order_relaxed);
         do {
-            t->next = h;
-        } while (!head_.compare_exchange_weak(h, t, std::memory_order_seq_cst, std::memory_order_relaxed));
+            last->next = h;
+        } while (!head_.compare_exchange_weak(h, first, std::memory_order_seq_cst, std::memory_order_relaxed));
     }
     bool empty() const { return head_.load(std::memory_order_seq_cst) == nullptr; }
     // Everything pushed so far, oldest first.
@@ -141,6 +156,12 @@ struct Vproc {
     TimerHeap timers;
     Inbox inbox;                  // threads made ready by other kernel threads
     std::atomic<uint32_t> sleeping{0}; // 1 while idle_wait sleeps in the reactor
+    // Work stealing: 1 while this vproc idles and asks for threads. Whoever
+    // turns it back to 0 (a giver, or the vproc itself) takes it off
+    // Runtime::idle_vprocs.
+    std::atomic<uint8_t> wants_work{0};
+    uint8_t pin_on_start = 0;     // kPinnedRan unless work stealing may move threads that have run (WEFT_STEAL=2)
+    uint64_t busy_since = 0;      // first poll of the current run of polls that found threads waiting (0: none)
     std::unique_ptr<Reactor> reactor; // made on the vproc's own kernel thread
     uint32_t io_waiters = 0;      // threads parked on a descriptor, an operation or the pool
     int tid = 0;                  // its kernel thread's id while it runs this vproc, for debuggers
@@ -153,6 +174,7 @@ struct Vproc {
     // weft stack lies below (weft-run aborted in __morestack at start-up).
     const void *ss_guard_before = nullptr;
     Tcb *dead = nullptr;          // exited thread to reap after the next switch
+    Tcb *moving = nullptr;        // thread moving to another vproc (weft_migrate), handed over after the next switch
     uint32_t poll_countdown = kPollInterval;
     StackPool stacks;
     ChunkPool chunks;             // linked stacks' chunks (stack/linked.hpp)
@@ -171,8 +193,22 @@ struct Vproc {
 
     // --- scheduling: called on this vproc only ---
     void run_loop();              // until the runtime stops
-    void poll();                  // drain the inbox, expire timers, reap I/O
+    void poll();                  // drain the inbox, expire timers, reap I/O; give threads to an idle vproc
     void poll_local();            // drain the inbox, expire timers
+    // Threads parked for I/O are counted in io_waiters, so that the vproc
+    // polls its reactor while they wait. A thread given to another vproc
+    // after its wake-up is taken off the count by the giver (Tcb::io_counted).
+    void io_wait_begin() {
+        ++io_waiters;
+        current->io_counted = true;
+    }
+    void io_wait_end() {
+        Tcb *self = current;
+        if (self->io_counted) {
+            --io_waiters;
+            self->io_counted = false;
+        }
+    }
     bool nothing_ready() const {
         return fifo ? static_cast<const FifoQueue *>(pol_state)->count == 0 : pol->ready(pol_state) == 0;
     }
@@ -205,6 +241,14 @@ struct Vproc {
         else pol->enqueue(pol_state, t);
     }
     void reap_dead();
+    void finish_move();           // hand `moving` to its new vproc, now that it has switched out
+    // Work stealing: an idle vproc that asked for work, now claimed (nullptr:
+    // none), and handing it ready threads ts[0..n), to run in that order.
+    Vproc *claim_idle();
+    void give(Vproc *to, Tcb **ts, size_t n);
+    // Settle what ties a ready thread to this vproc before it leaves for `to`
+    // (its timer, io_waiters, blocking-graph record) and make `to` its home.
+    void let_go(Tcb *t, Vproc *to);
     uint64_t next_thread_id() {
         if (__builtin_expect(id_next == id_end, 0)) refill_thread_ids();
         return id_next++;
@@ -256,6 +300,10 @@ private:
     }
     [[noreturn]] void report_deadlock();
     void idle_wait();
+    void share_work();            // give ready threads to an idle vproc, if it is time to
+    void arrived(Tcb *t);         // t was given to this vproc
+    void ask_for_work();          // idle: let busy vprocs know
+    void stop_asking();
     bool spin_for_work(uint64_t deadline);
     [[noreturn]] void stack_overflow(Tcb *t);
 };
@@ -282,6 +330,18 @@ inline void Vproc::check_stack(Tcb *t) {
         stack_overflow(t);
 }
 
+// Debug builds: the calling kernel thread runs vp. Catches a Vproc pointer
+// kept across a switch after which the thread may run on another vproc
+// (work stealing): code that can park takes `Vproc *&vp` and gets it
+// reloaded, and anything else must reload tls_vproc.
+#ifdef NDEBUG
+#define WEFT_DCHECK_HOME(vp) ((void)0)
+#else
+[[noreturn]] void stale_vproc(const Vproc *vp, const char *where);
+#define WEFT_DCHECK_HOME(vp) \
+    (__builtin_expect((vp) != ::weft::detail::tls_vproc, 0) ? ::weft::detail::stale_vproc(vp, __func__) : (void)0)
+#endif
+
 inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
     check_stack(cur);
     // A frame larger than the red page can skip it and land on the TCB of
@@ -307,9 +367,13 @@ inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
     static_assert(offsetof(Tcb, ctx) == 0, "the switch hands back &ctx as the Tcb");
     Tcb *self = reinterpret_cast<Tcb *>(context_switch(&cur->ctx, &next->ctx));
     fiber.finish();
-    // Back on self (== cur), on its home vproc (== this, without migration).
+    // Back on self (== cur), on its home vproc: `this` unless another vproc
+    // has taken it meanwhile (work stealing).
     Vproc *vp = self->vp;
-    if (vp->dead) vp->reap_dead();
+    if (__builtin_expect((reinterpret_cast<uintptr_t>(vp->dead) | reinterpret_cast<uintptr_t>(vp->moving)) != 0, 0)) {
+        if (vp->dead) vp->reap_dead();
+        if (vp->moving) vp->finish_move();
+    }
     *vp->errno_loc = self->saved_errno;
     return self;
 }

@@ -250,6 +250,7 @@ uint32_t wake_mask(uint8_t bits) {
 // Arm the descriptor for the waiters now queued (under s->lock). 0 or the
 // errno of a descriptor the reactor cannot watch.
 int arm_locked(Vproc *vp, FdState *s, int fd, uint32_t events) {
+    WEFT_DCHECK_HOME(vp);
     if (s->closing) return 0; // fd_closed wakes the waiter
     if (!s->reactor) s->reactor = vp->reactor.get();
     return s->reactor->arm_from(vp, fd, s, events);
@@ -296,7 +297,7 @@ void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq) {
     if (s->seq.load(std::memory_order_relaxed) == seq) s->clear_ready(events);
 }
 
-int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site) {
+int wait_fd(Vproc *&vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site) {
     Tcb *self = vp->current;
     IoWaiter w{self, nullptr, nullptr, events, false};
     {
@@ -308,10 +309,10 @@ int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDe
         self->state = ThreadState::Parked;
     }
     uint64_t deadline = dl.get(self);
-    ++vp->io_waiters;
+    vp->io_wait_begin();
     vp->stats.io_parks.add();
     int r = park_held(vp, WEFT_PARK_IO, site, deadline);
-    --vp->io_waiters;
+    vp->io_wait_end();
     // Woken by our timer: leave the list under its lock before the claim is
     // released, so a waker that found us there is done with us (park.hpp).
     if (r == ETIMEDOUT) {
@@ -347,7 +348,7 @@ bool cancel_fd_async(Vproc *vp, FdState *s, IoWaiter *w) {
     return true;
 }
 
-int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32_t *seqs, size_t n,
+int wait_fds(Vproc *&vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32_t *seqs, size_t n,
              uint64_t deadline, const void *site) {
     Tcb *self = vp->current;
     for (size_t i = 0; i < n; ++i) ws[i].linked = false;
@@ -377,10 +378,10 @@ int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32
         park_release(self);
         return 0;
     }
-    ++vp->io_waiters;
+    vp->io_wait_begin();
     vp->stats.io_parks.add();
     int r = park_held(vp, WEFT_PARK_IO, site, deadline);
-    --vp->io_waiters;
+    vp->io_wait_end();
     // Leave every list under its lock before the claim is released: a
     // waker on any of them may still be about to claim us (park.hpp).
     for (size_t i = 0; i < n; ++i) {
@@ -392,7 +393,7 @@ int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32
     return r == EBADF ? 0 : r;
 }
 
-void fd_forget(Vproc *vp, FdState *s, int fd) {
+void fd_forget(Vproc *&vp, FdState *s, int fd) {
     WakeList woken;
     IoWaiter *calls = nullptr;
     // Another vproc's reactor drops the registration on its own kernel
@@ -451,21 +452,25 @@ void io_complete(IoOp *op, int res) {
     if (op->waiter) wake(op->waiter, 0, vp->smp);
 }
 
-int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site) {
+int run_op(Vproc *&vp, IoOp *op, CallDeadline &dl, const void *site) {
     if (vp->tap) return tap_disk(vp, op, dl, site); // by appointment, in the DISK calendar
     Tcb *self = vp->current;
     op->waiter = self;
     self->state = ThreadState::Parked;
+    // The operation is in this vproc's ring until it completes, and only
+    // this vproc can cancel it: the thread stays here until then.
+    self->pinned |= kPinnedOp;
     vp->reactor->submit(op);
-    ++vp->io_waiters;
+    vp->io_wait_begin();
     vp->stats.io_parks.add();
     int r = park(vp, WEFT_PARK_IO, site, dl.get(self));
     if (r == ETIMEDOUT && !op->done.load(std::memory_order_acquire)) wait_cancelled(vp, op, site);
-    --vp->io_waiters;
+    vp->io_wait_end();
+    vp->current->pinned &= static_cast<uint8_t>(~kPinnedOp);
     return op->res;
 }
 
-int wait_cancelled(Vproc *vp, IoOp *op, const void *site) {
+int wait_cancelled(Vproc *&vp, IoOp *op, const void *site) {
     // The buffer must outlive the kernel's use of it: ask for an early end
     // and wait for the completion whatever it says.
     Tcb *self = vp->current;

@@ -168,7 +168,7 @@ void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonbl
 // The last attempt (made when seq read `seq`) found fd not ready for
 // `events`: park until an event, unless one came meanwhile. 0 = try again,
 // else ETIMEDOUT or EBADF.
-int wait_fd(Vproc *vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site);
+int wait_fd(Vproc *&vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site);
 // The same for a waiter that is not a thread (a virtual thread's
 // continuation: w->t == nullptr, w->wake and w->events set): link w unless
 // an event came since `seq`. 0: linked, w->wake comes later; 1: an event
@@ -189,17 +189,17 @@ bool cancel_fd_async(Vproc *vp, FdState *s, IoWaiter *w);
 void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq);
 // Submit op to vp's reactor and park until it completes. Returns its result
 // (>= 0 or -errno; -ETIMEDOUT when the deadline cancelled it).
-int run_op(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site);
+int run_op(Vproc *&vp, IoOp *op, CallDeadline &dl, const void *site);
 // op, submitted, outlived the calling thread's deadline: ask the kernel to
 // end it and wait for its completion (the buffer is the caller's). Returns
 // its result, -ETIMEDOUT if the cancel ended it.
-int wait_cancelled(Vproc *vp, IoOp *op, const void *site);
+int wait_cancelled(Vproc *&vp, IoOp *op, const void *site);
 // weft_close's part: wake waiters with EBADF, disarm, reset the state.
 // Until fd_closed, a thread that links a waiter (another vproc's, or one
 // that ran while a closing fclose yielded) is not armed in the reactor —
 // the registration would go with the file, and an arm of a number already
 // closed fails — and fd_closed wakes it to look again (then EBADF).
-void fd_forget(Vproc *vp, FdState *s, int fd);
+void fd_forget(Vproc *&vp, FdState *s, int fd);
 // The close(2) after fd_forget is done (or the dup2 over it).
 void fd_closed(Vproc *vp, FdState *s);
 // `to` is a dup of `from` (dup, dup2, dup3, F_DUPFD): the same open file, so
@@ -207,7 +207,7 @@ void fd_closed(Vproc *vp, FdState *s);
 void fd_dup(Vproc *vp, int from, int to);
 // Wait on several descriptors at once (weft_poll). ws[i].events set by the
 // caller; returns 0 after any event, ETIMEDOUT at the deadline.
-int wait_fds(Vproc *vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32_t *seqs, size_t n, uint64_t deadline,
+int wait_fds(Vproc *&vp, FdState **ss, const int *fds, IoWaiter *ws, const uint32_t *seqs, size_t n, uint64_t deadline,
              const void *site);
 
 // Thread-directed SIGPIPE is blocked on vprocs and workers: take a pending

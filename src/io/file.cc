@@ -23,7 +23,7 @@ namespace weft::detail {
 namespace {
 
 // The rest of a transfer the page cache could not serve.
-ssize_t file_rw_async(Vproc *vp, int fd, bool write, const iovec *iov, int cnt, off_t off, const void *site) {
+ssize_t file_rw_async(Vproc *&vp, int fd, bool write, const iovec *iov, int cnt, off_t off, const void *site) {
     if (vp->reactor->can_submit()) {
         IoOp op{write ? IoKind::Writev : IoKind::Readv};
         op.fd = fd;
@@ -45,7 +45,7 @@ ssize_t file_rw_async(Vproc *vp, int fd, bool write, const iovec *iov, int cnt, 
 
 } // namespace
 
-ssize_t file_rw(Vproc *vp, FdState *s, int fd, bool write, const iovec *iov_in, int cnt, off_t off, const void *site) {
+ssize_t file_rw(Vproc *&vp, FdState *s, int fd, bool write, const iovec *iov_in, int cnt, off_t off, const void *site) {
     // O_DIRECT bypasses the page cache, so there is no hit to take inline —
     // and RWF_NOWAIT does not make a direct transfer return EAGAIN when it
     // needs the device: the call would hold the vproc for the whole I/O.

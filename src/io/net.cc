@@ -78,7 +78,7 @@ bool demote_to_pollable(Vproc *vp, FdState *s, int fd, ssize_t r) {
     return true;
 }
 
-ssize_t do_readv(Vproc *vp, int fd, iovec *iov, int cnt, const void *site) {
+ssize_t do_readv(Vproc *&vp, int fd, iovec *iov, int cnt, const void *site) {
     FdState *s = fd_state(vp, fd);
     if (!s || s->kind == FdKind::Unknown) return sys(readv(fd, iov, cnt)); // EBADF, or out of range
     size_t want = iov_total(iov, cnt);
@@ -95,7 +95,7 @@ ssize_t do_readv(Vproc *vp, int fd, iovec *iov, int cnt, const void *site) {
 // socket returns only when all is written), unless the descriptor is the
 // program's non-blocking one; an error or timeout after some progress
 // returns the progress.
-ssize_t do_writev(Vproc *vp, int fd, const iovec *iov_in, int cnt, const void *site) {
+ssize_t do_writev(Vproc *&vp, int fd, const iovec *iov_in, int cnt, const void *site) {
     FdState *s = fd_state(vp, fd);
     if (!s || s->kind == FdKind::Unknown) {
         ssize_t r = sys(writev(fd, iov_in, cnt));
@@ -121,7 +121,7 @@ ssize_t do_writev(Vproc *vp, int fd, const iovec *iov_in, int cnt, const void *s
 // recv/recvmsg: user flags kept; MSG_DONTWAIT asks for EAGAIN this once;
 // MSG_WAITALL is honoured by gathering in user space (the kernel's own
 // would block the vproc).
-ssize_t do_recvmsg(Vproc *vp, int fd, msghdr *msg, int flags, const void *site) {
+ssize_t do_recvmsg(Vproc *&vp, int fd, msghdr *msg, int flags, const void *site) {
     FdState *s = fd_state(vp, fd);
     if (!s || s->kind == FdKind::Unknown) return sys(recvmsg(fd, msg, flags));
     if (s->kind != FdKind::Stream && s->kind != FdKind::Socket) return sys(recvmsg(fd, msg, flags | MSG_DONTWAIT));
@@ -155,7 +155,7 @@ ssize_t do_recvmsg(Vproc *vp, int fd, msghdr *msg, int flags, const void *site) 
     return static_cast<ssize_t>(done);
 }
 
-ssize_t do_sendmsg(Vproc *vp, int fd, const msghdr *msg_in, int flags, const void *site) {
+ssize_t do_sendmsg(Vproc *&vp, int fd, const msghdr *msg_in, int flags, const void *site) {
     FdState *s = fd_state(vp, fd);
     flags |= MSG_NOSIGNAL;
     if (!s || s->kind == FdKind::Unknown || (s->kind != FdKind::Stream && s->kind != FdKind::Socket) ||

@@ -54,7 +54,7 @@ void OffloadPool::reap_retired() {
     for (pthread_t t : gone) pthread_join(t, nullptr);
 }
 
-bool OffloadPool::run(Vproc *vp, OffloadJob *job, const void *site) {
+bool OffloadPool::run(Vproc *&vp, OffloadJob *job, const void *site) {
     Tcb *self = vp->current;
     job->waiter = self;
     job->next = nullptr;
@@ -90,9 +90,9 @@ bool OffloadPool::run(Vproc *vp, OffloadJob *job, const void *site) {
     pthread_mutex_unlock(&mu_);
     if (reap) reap_retired();
     vp->stats.offloaded.add();
-    ++vp->io_waiters;
+    vp->io_wait_begin();
     park(vp, WEFT_PARK_OFFLOAD, site, 0);
-    --vp->io_waiters;
+    vp->io_wait_end();
     return true;
 }
 

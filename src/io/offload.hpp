@@ -37,7 +37,7 @@ public:
 
     // Run job->run(job) on a worker while the calling weft thread parks.
     // False if no worker could be started (the caller runs it inline).
-    bool run(Vproc *vp, OffloadJob *job, const void *site);
+    bool run(Vproc *&vp, OffloadJob *job, const void *site);
     // The bound on workers, from now on (1..256). Returns the previous one.
     int set_max(int n);
     int max() const;
@@ -65,7 +65,7 @@ OffloadPool &offload_pool(Vproc *vp); // the runtime's pool
 // the results (errno included: it is the worker's). Inline when no worker
 // can be started.
 template <class F>
-void offload_call(Vproc *vp, F &fn, const void *site) {
+void offload_call(Vproc *&vp, F &fn, const void *site) {
     struct Job : OffloadJob {
         F *f;
     } job;
@@ -77,7 +77,7 @@ void offload_call(Vproc *vp, F &fn, const void *site) {
 // A system call on a worker, in the POSIX convention: its return value, and
 // the worker's errno carried back to the calling thread.
 template <class Call>
-auto offload_syscall(Vproc *vp, const void *site, Call &&c) -> decltype(c()) {
+auto offload_syscall(Vproc *&vp, const void *site, Call &&c) -> decltype(c()) {
     decltype(c()) r{};
     int err = 0;
     auto call = [&] {

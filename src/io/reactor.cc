@@ -59,7 +59,7 @@ int Reactor::arm_from(Vproc *caller, int fd, FdState *s, uint32_t events) {
     return 0;
 }
 
-void Reactor::disarm_from(Vproc *caller, int fd, FdState *s) {
+void Reactor::disarm_from(Vproc *&caller, int fd, FdState *s) {
     if (caller == vp || arm_is_thread_safe()) {
         if (caller == vp) apply_remote();
         disarm(fd, s);
@@ -75,8 +75,12 @@ void Reactor::disarm_from(Vproc *caller, int fd, FdState *s) {
     while (!done.load(std::memory_order_acquire)) { // the owner is awake now: a few µs
         // Two vprocs may each wait for the other's disarm: keep applying ours.
         if (caller && caller->reactor) caller->reactor->apply_remote();
-        if (caller && caller->current && caller->current != &caller->loop) weft_yield();
-        else sched_yield();
+        if (caller && caller->current && caller->current != &caller->loop) {
+            weft_yield();
+            caller = tls_vproc; // (the yield may have moved us: work stealing)
+        } else {
+            sched_yield();
+        }
     }
 }
 

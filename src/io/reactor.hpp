@@ -82,7 +82,7 @@ public:
     int arm_from(Vproc *caller, int fd, FdState *s, uint32_t events);
     // Remote disarms wait until the owner has applied them (a short
     // cross-vproc round trip): call without holding fd's lock.
-    void disarm_from(Vproc *caller, int fd, FdState *s);
+    void disarm_from(Vproc *&caller, int fd, FdState *s);
     bool disarm_is_remote(const Vproc *caller) const { return caller != vp && !arm_is_thread_safe(); }
 
     // Owner only: apply what other vprocs asked. At the start of poll() and

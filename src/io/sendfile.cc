@@ -45,7 +45,7 @@ struct Cachestat {
     uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
 };
 
-ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
+ssize_t send_nonblocking(Vproc *&vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
     ensure_nonblock(vp, out, out_fd);
     CallDeadline dl;
     size_t done = 0;
@@ -79,7 +79,7 @@ ssize_t send_nonblocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &
     return static_cast<ssize_t>(done);
 }
 
-ssize_t send_blocking(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
+ssize_t send_blocking(Vproc *&vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
     // A worker may block in sendfile only on a blocking socket; one weft or
     // the program made non-blocking is waited on with poll(2) there instead.
     uint64_t deadline = CallDeadline().get(vp->current);
@@ -158,7 +158,7 @@ void give_back_pipe(SplicePipe &p) { // empty: every byte spliced in was spliced
     p.rd = p.wr = -1;
 }
 
-ssize_t send_splice(Vproc *vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
+ssize_t send_splice(Vproc *&vp, FdState *out, int out_fd, int in_fd, off_t &pos, size_t count, const void *site) {
     if (!vp->reactor->can_submit()) return send_nonblocking(vp, out, out_fd, in_fd, pos, count, site);
     SplicePipe p;
     if (!take_pipe(&p)) {

@@ -30,7 +30,7 @@ inline ssize_t posix_result(ssize_t r) {
 // when closed meanwhile, -EAGAIN for a descriptor the program made
 // non-blocking).
 template <class Attempt>
-ssize_t retry_on_fd(Vproc *vp, FdState *s, int fd, uint32_t ev, size_t want, Attempt &&attempt, CallDeadline &dl,
+ssize_t retry_on_fd(Vproc *&vp, FdState *s, int fd, uint32_t ev, size_t want, Attempt &&attempt, CallDeadline &dl,
                     const void *site) {
     // Threading by appointment: the call waits in the NET calendar and the
     // appointment clock makes it on the thread's behalf (sched/tap.hpp).
@@ -107,7 +107,7 @@ inline size_t iov_total(const iovec *iov, int cnt) {
 void ensure_nonblock(Vproc *vp, FdState *s, int fd);
 
 // Disk I/O on a regular file (file.cc). off = -1: the file position.
-ssize_t file_rw(Vproc *vp, FdState *s, int fd, bool write, const iovec *iov, int cnt, off_t off, const void *site);
+ssize_t file_rw(Vproc *&vp, FdState *s, int fd, bool write, const iovec *iov, int cnt, off_t off, const void *site);
 
 // Page-cache residency, for sendfile: a miss would block the whole vproc
 // in the call (sendfile.cc).

@@ -306,6 +306,22 @@ void BlockingGraph::on_exit(Tcb *t) {
     free_ = g;
 }
 
+void BlockingGraph::on_migrate_out(Tcb *t) {
+    GraphThread *g = t->graph;
+    if (!g) return;
+    t->graph = nullptr;
+    g->next_free = free_;
+    free_ = g;
+}
+
+void BlockingGraph::on_migrate_in(Tcb *t) {
+    GraphThread *g = free_;
+    if (g) free_ = g->next_free;
+    else g = new GraphThread;
+    std::memset(g, 0, sizeof *g);
+    t->graph = g;
+}
+
 // --- configuration ---
 
 bool resolve_graph_config(int configured_sample, int configured_depth, int *sample, int *depth) {

@@ -112,6 +112,11 @@ public:
     void on_resume(Tcb *t);
     void on_start(Tcb *t);
     void on_exit(Tcb *t);
+    // Work stealing: t leaves for another vproc (its record comes back here),
+    // and arrives from one (a new record, measuring from its next sampled
+    // park: the segment that spans the move is not counted).
+    void on_migrate_out(Tcb *t);
+    void on_migrate_in(Tcb *t);
 
     // Readers, any thread: what is published so far.
     uint32_t node_count() const { return nodes_.load(std::memory_order_acquire); }

@@ -24,6 +24,11 @@ void add(weft_stats_t *out, const Vproc &vp) {
     out->sendfile_bytes += c.sendfile_bytes.get();
     out->offloaded += c.offloaded.get();
     out->admissions_shed += c.shed.get();
+    out->steals += c.steals.get();
+    out->steals_failed += c.steals_failed.get();
+    out->migrations_in += c.migrations_in.get();
+    out->migrations_out += c.migrations_out.get();
+    out->idle_wakeups += c.idle_wakeups.load(std::memory_order_relaxed);
     const StackCounters &s = vp.stacks.counters();
     out->stacks_mapped += s.mapped;
     out->stacks_reused += s.reused;
@@ -56,7 +61,11 @@ int weft_stats_get(int vproc, weft_stats_t *out) {
     } else {
         for (auto &v : all) add(out, *v);
     }
-    out->threads_live = out->threads_created - out->threads_exited;
+    // What lives there: started or arrived, less ended or gone (each counter
+    // moves on its own, so a snapshot in motion can be off by the threads in
+    // transit; never below zero).
+    uint64_t in = out->threads_created + out->migrations_in, gone = out->threads_exited + out->migrations_out;
+    out->threads_live = in > gone ? in - gone : 0;
     return 0;
 }
 

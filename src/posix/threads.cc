@@ -77,11 +77,13 @@ API int pthread_create(pthread_t *out, const pthread_attr_t *attr, void *(*fn)(v
         if (at->stack_size) a.stack_size = at->stack_size;
         a.detached = at->detach == PTHREAD_CREATE_DETACHED;
     }
-    // Several vprocs: new threads are dealt round-robin over them (weft's
-    // own default keeps a thread on its creator's vproc, which would leave
-    // every thread of a pthread program on main's).
-    auto &vprocs = weft::detail::tls_vproc->rt->vprocs;
-    if (vprocs.size() > 1) {
+    // Several vprocs and no work stealing: new threads are dealt round-robin
+    // over them (weft's own default keeps a thread on its creator's vproc,
+    // which would leave every thread of a pthread program on main's). With
+    // stealing, they start there and idle vprocs take them, unpinned.
+    auto *rt = weft::detail::tls_vproc->rt;
+    auto &vprocs = rt->vprocs;
+    if (vprocs.size() > 1 && !rt->stealing) {
         static std::atomic<unsigned> next{0};
         a.home_vproc = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % vprocs.size());
     }

@@ -128,10 +128,12 @@ Tcb *cohort_pick(void *st) {
 
 size_t cohort_ready(void *st) { return static_cast<CohortState *>(st)->ready; }
 
+size_t cohort_give(void *st, Tcb *keep, Tcb **out, size_t max) { return give_by_pick(&kCohortPolicy, st, keep, out, max); }
+
 } // namespace
 
 const PolicyOps kCohortPolicy = {
-    "cohort", cohort_create, cohort_destroy, cohort_enqueue, cohort_pick, cohort_ready, nullptr, nullptr,
+    "cohort", cohort_create, cohort_destroy, cohort_enqueue, cohort_pick, cohort_ready, nullptr, nullptr, cohort_give,
 };
 
 } // namespace weft::detail

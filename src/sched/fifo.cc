@@ -12,11 +12,12 @@ void fifo_destroy(void *s) { delete static_cast<FifoQueue *>(s); }
 void fifo_enqueue(void *s, Tcb *t) { static_cast<FifoQueue *>(s)->push(t); }
 Tcb *fifo_pick(void *s) { return static_cast<FifoQueue *>(s)->pop(); }
 size_t fifo_ready(void *s) { return static_cast<FifoQueue *>(s)->count; }
+size_t fifo_give(void *s, Tcb *keep, Tcb **out, size_t max) { return static_cast<FifoQueue *>(s)->give(keep, out, max); }
 
 } // namespace
 
 const PolicyOps kFifoPolicy = {
-    "fifo", fifo_create, fifo_destroy, fifo_enqueue, fifo_pick, fifo_ready, nullptr,
+    "fifo", fifo_create, fifo_destroy, fifo_enqueue, fifo_pick, fifo_ready, nullptr, nullptr, fifo_give,
 };
 
 } // namespace weft::detail

@@ -19,6 +19,15 @@
 //                                     new work (weft_admit: a connection it was
 //                                     created for); false: shed it instead
 //                                     (admission control)
+//   give(state, keep, out, max)       work stealing: remove up to max ready
+//                                     threads for another vproc to run and
+//                                     store them in out; return how many. Never
+//                                     `keep` (the running thread, which may be
+//                                     queued before it has switched out) nor a
+//                                     pinned thread (Tcb::pinned). nullptr: the
+//                                     policy never gives threads away (tap).
+//                                     give_by_pick implements it with pick and
+//                                     enqueue for a policy with no cheaper way.
 //
 // Tcb::policy_word is the policy's to use, one word per thread, never
 // touched by anything else (not initialised at creation: set it in enqueue).
@@ -43,7 +52,12 @@ struct PolicyOps {
     size_t (*ready)(void *state);
     void (*on_park)(void *state, Tcb *t, int reason, const void *site);
     bool (*admit)(void *state, Tcb *t);
+    size_t (*give)(void *state, Tcb *keep, Tcb **out, size_t max);
 };
+
+// give() for any policy: picks up to max threads, and enqueues back those
+// it may not give (they then queue behind the rest, in their order).
+size_t give_by_pick(const PolicyOps *p, void *state, Tcb *keep, Tcb **out, size_t max);
 
 // The policy called `name`, or nullptr. Names: "fifo", "resource", "cohort", "tap".
 const PolicyOps *find_policy(const char *name);

@@ -406,9 +406,15 @@ bool resource_admit(void *s, Tcb *t) {
     return st->sched.admit(st->ns(t->policy_word));
 }
 
+// A thread given away keeps none of its waiting time here: the new vproc
+// stamps it again when it queues it.
+size_t resource_give(void *s, Tcb *keep, Tcb **out, size_t max) {
+    return give_by_pick(&kResourcePolicy, s, keep, out, max);
+}
+
 } // namespace
 
-const PolicyOps kResourcePolicy = {"resource",    resource_create, resource_destroy,      resource_enqueue,
-                                   resource_pick, resource_ready,  nullptr, resource_admit};
+const PolicyOps kResourcePolicy = {"resource",     resource_create, resource_destroy, resource_enqueue, resource_pick,
+                                   resource_ready, nullptr,         resource_admit,   resource_give};
 
 } // namespace weft::detail

@@ -34,7 +34,7 @@ bool try_take(MutexImpl *m, uintptr_t me, bool smp) {
 }
 
 // The mutex is held by someone else, or by us (relock).
-int lock_slow(MutexImpl *m, Vproc *vp, uintptr_t me, uint64_t deadline, const void *site) {
+int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const void *site) {
     if ((m->owner.load(std::memory_order_relaxed) & ~MutexImpl::kWaiters) == me) {
         if (m->kind == WEFT_MUTEX_RECURSIVE) {
             ++m->depth;
