@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -73,6 +74,15 @@ inline int run(int vprocs, std::function<void()> body) {
         return 0;
     });
 }
+
+// For its scope, the runtimes a test starts do no work stealing (WEFT_STEAL=0):
+// for tests of where threads run without it.
+struct StealingOff {
+    StealingOff() { setenv("WEFT_STEAL", "0", 1); }
+    ~StealingOff() { unsetenv("WEFT_STEAL"); }
+    StealingOff(const StealingOff &) = delete;
+    StealingOff &operator=(const StealingOff &) = delete;
+};
 
 // Create a thread running fn. Returns weft_thread_create's result.
 inline int spawn(weft_thread_t *t, std::function<void *()> fn, const weft_thread_attr_t *attr = nullptr) {

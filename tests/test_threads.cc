@@ -405,7 +405,9 @@ TEST_P(ThreadTest, AttrHomeVprocRunsTheThreadOnThatVproc) {
     for (int v = 0; v < vprocs(); ++v) EXPECT_EQ(v, seen[v]) << "thread homed on vproc " << v;
 }
 
+// (Without work stealing: with it, an idle vproc may take the child first.)
 TEST_P(ThreadTest, DefaultHomeIsTheCreatorsVproc) {
+    StealingOff no_stealing;
     int creator = -2, child = -3;
     ASSERT_EQ(0, run([&] {
         weft_thread_t t;
@@ -545,6 +547,7 @@ TEST_P(ThreadTest, ThreadExitReturnsTheValueToTheJoinerAndRunsKeyDestructors) {
 // round-robin. A spawner on the vproc under test creates them, so they are
 // queued in a known order before any of them runs.
 TEST_P(ThreadTest, YieldingThreadsInterleaveRoundRobin) {
+    StealingOff no_stealing; // an idle vproc would take the new threads
     std::string seq;
     int vproc_seen = -1;
     ASSERT_EQ(0, run([&] {

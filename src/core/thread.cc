@@ -190,9 +190,11 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     t->state = ThreadState::Ready;
     if (target != vp) {
         target->push_remote(t);
-    } else if (__builtin_expect(rt->stealing && !t->pinned && rt->idle_vprocs.load(std::memory_order_relaxed), 0)) {
+    } else if (__builtin_expect(rt->stealing && !t->pinned && rt->idle_vprocs.load(std::memory_order_relaxed), 0) &&
+               vp->current != &vp->loop) {
         // A vproc idles: the new thread, which has no cache here yet, starts
-        // there (one load when none does).
+        // there (one load when none does). Not the runtime's first thread,
+        // made by the loop itself: "main" starts on vproc 0.
         if (Vproc *to = vp->claim_idle()) vp->give(to, &t, 1);
         else vp->enqueue_local(t);
     } else {
