@@ -1,8 +1,10 @@
 # weft — top-level entry points. See README.md.
 #   make run    install what is missing, build, compare weft's servers and nginx on the study's web workload
 #   make test   install what is missing, build (plain and ASan+UBSan), run every test
-#   make bench-micro  the microbenchmark suite against the peers (results/micro.*);
-#                     QUICK=1 for the ~4-minute version; `make bench` is the same
+#   make bench-micro  the microbenchmark suite against the peers (results/micro.*), its smp section included;
+#                     QUICK=1 for the ~5-minute version; `make bench` is the same
+#   make bench-smp    the suite's smp section alone (issue 15): Fig. 1 producer-consumer and a 10^6-thread fork-join
+#                     tree on both CPUs, --vprocs 2, against Go, Boost.Fiber and NPTL (results/smp.*; ~4 min, QUICK=1 ~1)
 #   make bench-knot   weft-knot against nginx with wrk, and with 10,000 idle connections (results/knot*)
 #   make bench-overload  weft-knot past saturation, FIFO against WEFT_POLICY=resource (results/overload.*)
 #   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*),
@@ -33,7 +35,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 bench-tap-fig8 fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-smp bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 bench-tap-fig8 fuzz install clean
 
 all: build
 
@@ -75,6 +77,12 @@ test-asan: build-asan
 
 bench-micro: build
 	$(PYTHON) bench/micro/suite.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+# The suite's smp section alone (issue 15, docs/benchmarks.md "SMP"): every
+# system on CPUs 0 and 1 with --vprocs 2; writes results/smp.{json,run.json,md}
+# and its plots, leaving results/micro.* alone.
+bench-smp: build
+	$(PYTHON) bench/micro/suite.py --build $(BUILD) --out-dir results --only smp --name smp $(if $(QUICK),--quick)
 
 # Capriccio Fig. 7 for weft-knot: call sites needing a linked-stack
 # checkpoint against MaxPath (tools/stackcheck over a -fcallgraph-info build

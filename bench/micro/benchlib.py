@@ -4,6 +4,7 @@ the machine's description. Python 3 standard library only."""
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import statistics
@@ -51,6 +52,37 @@ def run_one(cmd, timeout, check=None):
     return recs[-1], None, dt
 
 
+def cpus_busy_s(cpus):
+    """Seconds CPUs `cpus` (a set of numbers) have been busy since boot, from
+    /proc/stat: user, nice, system, irq, softirq and steal (the hypervisor
+    running someone else on them); not idle or iowait."""
+    busy = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *ticks = line.split()
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                t = [int(x) for x in ticks[:8]]
+                busy += t[0] + t[1] + t[2] + t[5] + t[6] + t[7]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_one_watched(cmd, timeout, check, cpus):
+    """run_one, and how many CPUs' worth of time other processes (and the
+    hypervisor: steal) took from `cpus` while it ran: (record, reason,
+    seconds, others). For runs that use several CPUs, where the record's
+    cpu_share cannot tell a neighbour from a thread waiting."""
+    b0, c0 = cpus_busy_s(cpus), children_cpu_s()
+    rec, why, dt = run_one(cmd, timeout, check=check)
+    b1, c1 = cpus_busy_s(cpus), children_cpu_s()
+    others = max(0.0, (b1 - b0) - (c1 - c0)) / dt if dt > 0 else 0.0
+    return rec, why, dt, others
+
+
 def cpu_model():
     """The CPU's model name from /proc/cpuinfo (what the hypervisor tells)."""
     try:
@@ -79,6 +111,10 @@ def machine_line():
 #            of its CPU (cpu_share in its record) is run again, up to
 #            ATTEMPTS times, the last kept either way and counted disturbed;
 #            None: no such check (disk-bound runs wait by design)
+#   others   optional (cpus, most): for runs on several CPUs, a run during
+#            which other processes took more than `most` CPUs' worth of time
+#            from the set `cpus` (/proc/stat) is run again the same way; the
+#            record gets "others_cpu"
 #   check    optional function(record) -> reason to reject it, or None
 #   system   optional: the system id the record must carry (weft-pipetest
 #            says which backend it really ran)
@@ -100,13 +136,19 @@ def run_plan(plan, budget_s=None, prefix=""):
         if slot.get("wrong_system"):
             continue
         share_ok = run.get("share_ok")
+        watch = run.get("others")
         for attempt in range(1, ATTEMPTS + 1):
-            rec, why, dt = run_one(run["cmd"], run["timeout"], check=run.get("check"))
-            share = rec.get("cpu_share") if rec else None
-            if rec is None or share_ok is None or share is None or share >= share_ok or attempt == ATTEMPTS:
+            if watch:
+                rec, why, dt, others = run_one_watched(run["cmd"], run["timeout"], run.get("check"), watch[0])
+                if rec is not None:
+                    rec["others_cpu"] = round(others, 3)
+            else:
+                rec, why, dt = run_one(run["cmd"], run["timeout"], check=run.get("check"))
+            disturbed = disturbance(rec, share_ok, watch)
+            if rec is None or not disturbed or attempt == ATTEMPTS:
                 break
             slot["retries"] += 1
-            log(f"{label}: disturbed (cpu_share {share:.2f}: the CPU was shared), running it again")
+            log(f"{label}: disturbed ({disturbed}), running it again")
         if rec is None:
             slot["fail"].append(why)
             log(f"{label}: FAILED ({why})")
@@ -116,13 +158,28 @@ def run_plan(plan, budget_s=None, prefix=""):
             slot["fail"].append(f"asked for {run['system']}, the binary ran {rec.get('system')}")
             log(f"{label}: {slot['fail'][-1]}")
             continue
-        if share_ok is not None and share is not None and share < share_ok:
+        if disturbance(rec, share_ok, watch):
             slot["disturbed"] += 1
+        share = rec.get("cpu_share")
         slot["values"].append(float(rec["value"]))
         slot["recs"].append(rec)
         log(f"{label}: {rec['value']:,.2f} {rec['unit']}" + (f" cpu_share {share:.2f}" if share is not None else "")
+            + (f" others {rec['others_cpu']:.2f}" if "others_cpu" in rec else "")
             + f" ({dt:.1f} s, {time.monotonic() - t_start:.0f} s so far)")
     return results, out_of_time
+
+
+def disturbance(rec, share_ok, watch):
+    """Why a run's record counts as disturbed, or None."""
+    if rec is None:
+        return None
+    share = rec.get("cpu_share")
+    if share_ok is not None and share is not None and share < share_ok:
+        return f"cpu_share {share:.2f}: the CPU was shared"
+    others = rec.get("others_cpu")
+    if watch and others is not None and others > watch[1]:
+        return f"other processes took {others:.2f} CPUs of its {len(watch[0])}"
+    return None
 
 
 def summarise(results, per_run=(), drop=()):
@@ -153,6 +210,9 @@ def summarise(results, per_run=(), drop=()):
         shares = [r.get("cpu_share") for r in slot["recs"] if r.get("cpu_share") is not None]
         if shares:
             rec["cpu_share"] = shares
+        others = [r["others_cpu"] for r in slot["recs"] if "others_cpu" in r]
+        if others:
+            rec["others_cpu"] = others
         if slot["fail"]:
             rec["failed_runs"] = slot["fail"]
         if slot["retries"] or slot["disturbed"]:

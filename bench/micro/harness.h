@@ -4,8 +4,13 @@
  * Header-only, C11 and C++20.
  *
  * Command line (the same for every system binary):
- *   NAME --bench BENCH [--iters N] [--threads N] [--min-time SECONDS] [--json]
+ *   NAME --bench BENCH [--iters N] [--threads N] [--min-time SECONDS] [--vprocs N] [--json]
  *   NAME --list | --help
+ *
+ * --vprocs N (default 1) is how many kernel threads the system runs its
+ * threads on: weft's vprocs, Go's GOMAXPROCS, Boost.Fiber's work-stealing
+ * threads; NPTL ignores it (the kernel schedules) and a single-CPU system
+ * refuses N > 1 (bench_single_cpu). Every record says it: params "vprocs".
  *
  * Timing: a benchmark is a function that runs `iters` iterations and returns
  * the nanoseconds they took (CLOCK_MONOTONIC). Without --iters the harness
@@ -30,9 +35,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BENCH_NAMES                                                                                    \
+/* Capriccio section 2's benchmarks, which every full system has. */
+#define BENCH_NAMES_CLASSIC                                                                            \
     "create_join switch cond_pingpong mutex_uncontended mutex_handoff memory_idle producer_consumer "  \
     "odirect_read cache_miss_read"
+/* Every benchmark a binary may have: the classic ones and the fork-join tree. */
+#define BENCH_NAMES BENCH_NAMES_CLASSIC " fork_join"
 /* What the threads-only runtimes have (no asynchronous disk I/O to measure). */
 #define BENCH_NAMES_NO_DISK                                                                            \
     "create_join switch cond_pingpong mutex_uncontended mutex_handoff memory_idle producer_consumer"
@@ -46,6 +54,8 @@
 #define BENCH_DISK_THREADS 200
 /* Exit status of a benchmark the kernel refused (O_DIRECT): skipped, not failed. */
 #define BENCH_EXIT_SKIP 77
+/* fork_join: the default --threads, about 10^6 (fib(28): 1,028,457 threads). */
+#define BENCH_FORK_JOIN_THREADS 1000000L
 
 typedef struct bench_opts {
     const char *prog;
@@ -57,6 +67,7 @@ typedef struct bench_opts {
     const char *file;     /* odirect_read, cache_miss_read: the big file, read with O_DIRECT */
     const char *hit_file; /* cache_miss_read: the small file, read through the page cache */
     double miss_rate;     /* cache_miss_read: share of reads from `file`, 0..1 */
+    long vprocs;          /* kernel threads the system may run its threads on (default 1) */
 } bench_opts;
 
 /* xorshift64: the per-thread random numbers of the Fig. 1, 3 and 4 benchmarks. */
@@ -95,17 +106,42 @@ static inline const char *bench_id(const char *name) {
     if (!strcmp(name, "producer_consumer")) return "fig1.producer_consumer";
     if (!strcmp(name, "odirect_read")) return "fig3.odirect_random_read";
     if (!strcmp(name, "cache_miss_read")) return "fig4.cache_miss_read";
+    if (!strcmp(name, "fork_join")) return "fork_join.fib_tree";
     return NULL;
+}
+
+/* fork_join: a thread for fib(n) (n >= 2) starts a thread for fib(n-1) and
+ * one for fib(n-2), joins both and returns the sum; a thread for n < 2
+ * returns n. The tree of fib(n) has bench_fib_threads(n) = 2 fib(n+1) - 1
+ * threads, the root included. */
+static inline long bench_fib(long n) {
+    long a = 0, b = 1;
+    for (long i = 0; i < n; ++i) {
+        long c = a + b;
+        a = b;
+        b = c;
+    }
+    return a;
+}
+
+static inline long bench_fib_threads(long n) { return 2 * bench_fib(n + 1) - 1; }
+
+/* The smallest n whose tree has at least `threads` threads (at most 60). */
+static inline long bench_fib_n_for(long threads) {
+    long n = 0;
+    while (n < 60 && bench_fib_threads(n) < threads) ++n;
+    return n;
 }
 
 static inline void bench_usage(FILE *f, const char *prog, const char *system, long default_threads) {
     fprintf(f,
-            "usage: %s --bench NAME [--iters N] [--threads N] [--min-time S] [--json]\n"
+            "usage: %s --bench NAME [--iters N] [--threads N] [--min-time S] [--vprocs N] [--json]\n"
             "          [--file PATH] [--hit-file PATH] [--miss-rate R]\n"
             "       %s --list | --help\n"
-            "Microbenchmarks of %s (Capriccio section 2), all on one kernel thread / vproc\n"
-            "(the disk reads of NPTL: one kernel thread per reader). --list shows which this\n"
-            "binary has. Pin the process to one CPU yourself (taskset -c 1 %s ...).\n"
+            "Microbenchmarks of %s (Capriccio section 2), by default on one kernel thread /\n"
+            "vproc (the disk reads of NPTL: one kernel thread per reader). --list shows which\n"
+            "this binary has. Pin the process to one CPU yourself (taskset -c 1 %s ...), or\n"
+            "with --vprocs 2 give it two (taskset -c 0,1).\n"
             "  create_join        ns per thread create + join of a trivial thread\n"
             "  switch             ns per switch, two threads yielding in turn\n"
             "  cond_pingpong      ns per one-way hand-off, mutex + condition variables\n"
@@ -120,12 +156,22 @@ static inline void bench_usage(FILE *f, const char *prog, const char *system, lo
             "  cache_miss_read    reads/s: --threads (default %d) random 4 KiB reads, a share\n"
             "                     --miss-rate of them from --file with O_DIRECT, the rest\n"
             "                     from --hit-file through the page cache\n"
+            "  fork_join          ns per thread: a tree of threads computing fib(n), each\n"
+            "                     thread for n >= 2 starting two for n-1 and n-2 and joining\n"
+            "                     them; n the smallest with >= --threads threads (default\n"
+            "                     %ld: fib(28), 1,028,457 threads); one tree as warm-up,\n"
+            "                     then trees for --min-time (or --iters trees); the result\n"
+            "                     is checked\n"
             "  --iters N          iterations of the timed run (default: calibrated)\n"
             "  --min-time S       seconds a timed run lasts (default 0.3); producer_consumer\n"
             "                     and the reads count for this long after a tenth as warm-up\n"
+            "  --vprocs N         kernel threads to run the threads on (default 1): weft's\n"
+            "                     vprocs, Go's GOMAXPROCS, Boost.Fiber's work-stealing\n"
+            "                     threads; NPTL ignores it, single-CPU systems refuse N > 1\n"
             "  --json             one JSON object per line on stdout\n"
             "Exit status: 0 ok, 1 failed, 2 usage, %d the kernel refused (O_DIRECT): skipped.\n",
-            prog, prog, system, prog, default_threads, BENCH_PC_CAPACITY, BENCH_DISK_THREADS, BENCH_EXIT_SKIP);
+            prog, prog, system, prog, default_threads, BENCH_PC_CAPACITY, BENCH_DISK_THREADS, BENCH_FORK_JOIN_THREADS,
+            BENCH_EXIT_SKIP);
 }
 
 /* Is `name` one of the space-separated `names`? */
@@ -152,6 +198,7 @@ static inline int bench_parse_only(int argc, char **argv, bench_opts *o, const c
     memset(o, 0, sizeof *o);
     o->prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     o->min_time = 0.3;
+    o->vprocs = 1;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -176,6 +223,13 @@ static inline int bench_parse_only(int argc, char **argv, bench_opts *o, const c
         } else if (!strcmp(a, "--threads") && has_val) {
             o->threads = atol(argv[++i]);
             if (o->threads <= 0) { fprintf(stderr, "%s: --threads must be > 0\n", argv[0]); return 2; }
+        } else if (!strcmp(a, "--vprocs") && has_val) {
+            char *end;
+            o->vprocs = strtol(argv[++i], &end, 10);
+            if (*end || o->vprocs < 1 || o->vprocs > 1024) {
+                fprintf(stderr, "%s: --vprocs must be a number from 1 to 1024\n", argv[0]);
+                return 2;
+            }
         } else if (!strcmp(a, "--file") && has_val) {
             o->file = argv[++i];
         } else if (!strcmp(a, "--hit-file") && has_val) {
@@ -222,6 +276,7 @@ static inline int bench_parse_only(int argc, char **argv, bench_opts *o, const c
         else if (!strcmp(o->bench, "producer_consumer")) o->threads = 2;
         else if (!strcmp(o->bench, "odirect_read")) o->threads = 1;
         else if (!strcmp(o->bench, "cache_miss_read")) o->threads = BENCH_DISK_THREADS;
+        else if (!strcmp(o->bench, "fork_join")) o->threads = BENCH_FORK_JOIN_THREADS;
     }
     if (!strcmp(o->bench, "producer_consumer") && (o->threads < 2 || o->threads % 2)) {
         fprintf(stderr, "%s: producer_consumer needs an even --threads >= 2 (half producers, half consumers)\n",
@@ -281,6 +336,28 @@ static inline void bench_check_pinned(const char *prog) {
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) != 1)
         fprintf(stderr, "%s: warning: not pinned to one CPU (%d allowed); use taskset -c 1\n", prog,
                 CPU_COUNT(&set));
+}
+
+/* bench_check_pinned for --vprocs 1; with more, warn when the process may
+ * use fewer CPUs than it runs kernel threads (taskset -c 0,1 for 2). */
+static inline void bench_check_cpus(const bench_opts *o) {
+    if (o->vprocs <= 1) {
+        bench_check_pinned(o->prog);
+        return;
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < o->vprocs)
+        fprintf(stderr, "%s: warning: --vprocs %ld but only %d CPU(s) allowed\n", o->prog, o->vprocs,
+                CPU_COUNT(&set));
+}
+
+/* For a system that runs on one kernel thread only (State Threads, raw
+ * Boost.Context): 0 for --vprocs 1, else a message and 2 (usage). */
+static inline int bench_single_cpu(const bench_opts *o, const char *system) {
+    if (o->vprocs == 1) return 0;
+    fprintf(stderr, "%s: %s runs its threads on one kernel thread only: --vprocs %ld is not supported\n", o->prog,
+            system, o->vprocs);
+    return 2;
 }
 
 static inline uint64_t bench_now_ns(void) {
@@ -359,21 +436,73 @@ static inline double bench_window_close(const bench_window *w, long count) {
 }
 
 /* Print the result: a human line, or with --json one JSON object per line.
- * params_json is the inside of the params object (without braces). */
+ * params_json is the inside of the params object (without braces); the
+ * harness adds "vprocs". cpu_share is CPU time over wall time: up to
+ * --vprocs (or more for NPTL) when the system uses several CPUs. */
 static inline void bench_report(const bench_opts *o, const char *system, const char *params_json,
                                 const char *unit, double value, long iters) {
     const char *id = bench_id(o->bench);
+    const char *sep = *params_json ? ", " : "";
     if (o->json) {
-        printf("{\"benchmark\": \"%s\", \"system\": \"%s\", \"params\": {%s}, \"unit\": \"%s\", \"value\": %.3f",
-               id, system, params_json, unit, value);
+        printf("{\"benchmark\": \"%s\", \"system\": \"%s\", \"params\": {%s%s\"vprocs\": %ld}, \"unit\": \"%s\", "
+               "\"value\": %.3f",
+               id, system, params_json, sep, o->vprocs, unit, value);
         if (iters) printf(", \"iterations\": %ld, \"cpu_share\": %.3f", iters, bench_cpu_share);
         printf("}\n");
     } else {
         printf("%-5s %-28s %12.2f %-5s", system, id, value, unit);
         if (iters) printf("  iters=%ld cpu_share=%.2f", iters, bench_cpu_share);
-        printf("  {%s}\n", params_json);
+        printf("  {%s%s\"vprocs\": %ld}\n", params_json, sep, o->vprocs);
     }
     fflush(stdout);
+}
+
+/* fork_join's driver, shared by the C and C++ systems: `tree(n, ctx)` runs
+ * one tree of threads for fib(n) and returns its root's result (< 0: it
+ * failed, with a message). One tree warms up, then trees run until
+ * --min-time has passed (at least one; --iters N: exactly N). Reports ns per
+ * thread (unit "ns") with params n, threads (per tree), trees, threads_per_s
+ * and what `extra` adds: extra(ctx, 0, ...) is called as the timed trees
+ * start, extra(ctx, 1, buf, len) after them to write more params (the inside
+ * of an object, "" for none) into buf; extra may be NULL. Returns the exit
+ * status: 1 when a result is wrong. */
+typedef long (*bench_tree_fn)(long n, void *ctx);
+typedef void (*bench_extra_fn)(void *ctx, int end, char *buf, size_t len);
+
+static inline int bench_fork_join(const bench_opts *o, const char *system, bench_tree_fn tree, void *ctx,
+                                  bench_extra_fn extra) {
+    char more[256] = "";
+    const long n = bench_fib_n_for(o->threads), per_tree = bench_fib_threads(n), want = bench_fib(n);
+    long got = tree(n, ctx);
+    if (got != want) {
+        fprintf(stderr, "%s: fork_join: fib(%ld) gave %ld, expected %ld (warm-up tree)\n", o->prog, n, got, want);
+        return 1;
+    }
+    long trees = 0;
+    if (extra) extra(ctx, 0, more, sizeof more);
+    const uint64_t c0 = bench_cpu_ns(), w0 = bench_now_ns(), target = (uint64_t)(o->min_time * 1e9);
+    uint64_t w1;
+    do {
+        got = tree(n, ctx);
+        if (got != want) {
+            fprintf(stderr, "%s: fork_join: fib(%ld) gave %ld, expected %ld (tree %ld)\n", o->prog, n, got, want,
+                    trees + 1);
+            return 1;
+        }
+        ++trees;
+        w1 = bench_now_ns();
+    } while (o->iters ? trees < o->iters : w1 - w0 < target);
+    const uint64_t c1 = bench_cpu_ns();
+    if (extra) extra(ctx, 1, more, sizeof more);
+    bench_cpu_share = w1 > w0 ? (double)(c1 - c0) / (double)(w1 - w0) : 0;
+    const double threads = (double)trees * (double)per_tree;
+    const double ns = (double)(w1 - w0) / threads;
+    char params[768];
+    snprintf(params, sizeof params,
+             "\"n\": %ld, \"threads\": %ld, \"trees\": %ld, \"threads_per_s\": %.0f, \"result\": %ld%s%s", n,
+             per_tree, trees, ns > 0 ? 1e9 / ns : 0.0, got, *more ? ", " : "", more);
+    bench_report(o, system, params, "ns", ns, (long)threads);
+    return 0;
 }
 
 /* Progress on stderr for long runs: every `every` items, and at the end. */

@@ -28,6 +28,7 @@ BENCH_OF = {
     "producer_consumer": "fig1.producer_consumer",
     "odirect_read": "fig3.odirect_random_read",
     "cache_miss_read": "fig4.cache_miss_read",
+    "fork_join": "fork_join.fib_tree",
 }
 ORDER = ["weft", "weft-linked", "weft-linked-b", "epoll", "st", "nptl", "boost-context", "boost-fiber", "go"]
 TABLE1_WHAT = {
@@ -50,7 +51,13 @@ FIGURES = [
      False),
     ("stacks.bigstack", "threads", "bigstack (Capriccio §3) — 10 calls of a 1 MB frame per thread", "threads",
      "seconds", True, True, False),
+    ("smp.producer_consumer", "threads", "SMP — producer–consumer on 2 CPUs, --vprocs 2", "threads (half producers)",
+     "messages / s", True, True, True),
+    ("smp.fork_join", "threads", "SMP — fork-join tree of threads computing fib(n), 2 CPUs, --vprocs 2",
+     "threads per tree", "ns per thread", True, True, False),
 ]
+# Benchmarks whose weft/peer ratios suite.py also writes into the run's JSON ("ratios").
+RATIO_BENCHES = ["smp.producer_consumer", "smp.fork_join"]
 # Goals: (label, benchmark, x (None: every point), peer (None: absolute; "every": each peer), "<=" or ">=", bound
 # [, the system judged: "weft" unless given])
 GOALS = [
@@ -76,6 +83,8 @@ GOALS = [
      "weft-linked"),
     ("linked stacks, checks at stackcheck's checkpoints: hot split ≥ 0.95× fixed", "stacks.hotsplit", None, "weft",
      "<=", 1 / 0.95, "weft-linked-b"),
+    ("smp fig1: weft ≥ every peer at every thread count", "smp.producer_consumer", None, "every", ">=", 1.0),
+    ("fork_join: weft ≥ Go", "smp.fork_join", None, "go", "<=", 1.0),
 ]
 X_OF = {f[0]: f[1] for f in FIGURES}
 
@@ -100,6 +109,32 @@ def fmt(v, unit):
 
 def fmt_ratio(q):
     return f"{q:.2f}" if q >= 0.1 else f"{q:.3f}" if q >= 0.001 else f"{q:.1e}"
+
+
+def ratios(records, bids):
+    """weft/peer of the medians at every point of the benchmarks `bids`:
+    {bid: [{x parameter: x, "peer", "ratio", "better": "higher"|"lower"}]}
+    (a ratio > 1 is weft ahead for a rate, behind for a time)."""
+    R = Records(records)
+    higher = {f[0]: f[7] for f in FIGURES}
+    out = {}
+    for bid in bids:
+        xp, rows = X_OF.get(bid), []
+        for x in R.xs(bid):
+            w = R.get(bid, "weft", x)
+            if w is None:
+                continue
+            for p in R.systems(bid):
+                r = R.get(bid, p, x)
+                if p.startswith("weft") or r is None or not r["median"]:
+                    continue
+                row = {xp: x} if xp else {}
+                row.update(peer=p, ratio=round(w["median"] / r["median"], 4),
+                           better="higher" if higher.get(bid, True) else "lower")
+                rows.append(row)
+        if rows:
+            out[bid] = rows
+    return out
 
 
 def fmt_x(x):
@@ -217,6 +252,17 @@ def graph_table(R):
     return lines
 
 
+def per_second(R, bid, what):
+    """A line under a table of ns per item: the medians as items per second."""
+    cells = []
+    for x in R.xs(bid):
+        got = [f"{s} {fmt(1e9 / r['median'], '/s')}" for s in R.systems(bid)
+               for r in [R.get(bid, s, x)] if r is not None and r["median"]]
+        if got:
+            cells.append(f"{fmt_x(x)}: " + ", ".join(got))
+    return [f"The same as {what} per second (10^9 / the median): " + "; ".join(cells) + ".", ""] if cells else []
+
+
 def judge(R, goal):
     """(verdict, detail) of one goal from the medians."""
     label, bid, x, peer, op, bound = goal[:6]
@@ -268,9 +314,15 @@ def markdown(records, run):
     lines.append("")
 
     lines += ["## Goals", ""]
+    unrun = 0
     for g in GOALS:
+        if R.recs and not R.of(g[1]):  # a part of the suite (--only): its section's goals are not listed
+            unrun += 1
+            continue
         verdict, detail = judge(R, g)
         lines.append(f"- {g[0]}: **{verdict}**" + (f" — {detail}" if detail else ""))
+    if unrun:
+        lines.append(f"- {unrun} other goal(s) not judged: their benchmarks were not run (suite.py --only)")
     lines.append("")
 
     lines += ["## Tables", ""]
@@ -280,12 +332,17 @@ def markdown(records, run):
     for bid, xp, title, xlabel, ylabel, _, _, higher in FIGURES:
         if R.of(bid):
             lines += table(R, [bid], title, not higher, xlabel)
+            if bid == "smp.fork_join":
+                lines += per_second(R, bid, "threads")
     if R.of("stacks.hotsplit"):
         lines += table(R, ["stacks.hotsplit"], "Linked stacks — the hot split (ns per call, mean of 64 depths)", True,
                        "benchmark")
     lines += graph_table(R)
     lines.append("† a value in the median came from a run whose process got less than 90 % of its CPU after three "
-                 "attempts (the machine is shared).")
+                 "attempts (the machine is shared)" + ("; in the SMP tables, from a run during which other processes "
+                                                       "kept taking part of the two CPUs (others_cpu in the JSON)"
+                                                       if any(r["benchmark"].startswith("smp.") for r in R.recs)
+                                                       else "") + ".")
     lines.append("")
 
     what = []

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The report generator renders a fixture (bench/micro/testdata): the tables
 put each peer beside weft with the right ratio, the goals are judged from the
-medians (met, NOT met with where, not judged without data), bad input is a
-clear error, and — with `plots` — the five PNG plots are drawn.
+medians (met, NOT met with where, not judged without data), the SMP section's
+tables, goals and ratios, bad input is a clear error, and — with `plots` —
+one PNG plot per figure is drawn.
 
 usage: report_test.py [tables|plots]   (plots exits 77 without matplotlib)
 """
@@ -77,6 +78,30 @@ def tables():
     g = goal_line(md, "core: idle thread at 10^6")
     expect("**met**" in g and "4,096" in g, f"memory goal met with the value: {g}")
     expect("skipped: boost-fiber" in md and "Total run time: 12 s" in md, "the run's notes are rendered")
+
+    # SMP (issue 15): its own tables beside Fig. 1's, its two goals, the ratios suite.py writes.
+    r = row(md, "2", "SMP — producer–consumer")
+    expect(r[1:5] == ["9.00M", "2.00M", "3.00M", "6.00M"] and r[5:8] == ["4.50", "3.00", "1.50"],
+           f"smp producer-consumer at 2: weft, nptl, boost-fiber, go, then the ratios: {r}")
+    r = row(md, "65,536", "SMP — producer–consumer")
+    expect(r[1] == "7.60M†" and r[2] == "—", f"smp at 65,536: weft disturbed (†), no nptl: {r}")
+    expect(row(md, "2", "Fig. 1")[1] == "9.80M", "smp records leave Fig. 1's table alone")
+    g = goal_line(md, "smp fig1:")
+    expect("**NOT met**" in g and "65,536: 0.95× go" in g and "boost-fiber" not in g,
+           f"smp fig1 goal short only vs go at 65,536: {g}")
+    g = goal_line(md, "fork_join: weft ≥ Go")
+    expect("**met**" in g and "0.20× go" in g, f"fork_join goal met, the closest 0.20× go: {g}")
+    r = row(md, "1,028,457", "SMP — fork-join")
+    expect(r[1] == "50.0" and r[2] == "—" and r[-1] == "0.20", f"fork_join at 1,028,457: no boost-fiber: {r}")
+    expect("150,049: weft 25.00M, boost-fiber 250.0k, go 5.00M; 1,028,457: weft 20.00M, go 4.00M." in md, "fork_join's threads per second")
+    ratios = report.ratios(records, report.RATIO_BENCHES)
+    want = {"threads": 65536, "peer": "go", "ratio": 0.95, "better": "higher"}
+    expect(want in ratios.get("smp.producer_consumer", []), f"ratios: {want} in {ratios.get('smp.producer_consumer')}")
+    expect({"threads": 150049, "peer": "boost-fiber", "ratio": 0.01, "better": "lower"} in ratios.get("smp.fork_join", []),
+           f"fork_join ratios: {ratios.get('smp.fork_join')}")
+    md_smp = report.markdown([r for r in records if r["benchmark"].startswith("smp.")], {})
+    expect(goal_line(md_smp, "smp fig1:") and not goal_line(md_smp, "core: switch")
+           and "18 other goal(s) not judged" in md_smp, "a run of smp alone lists its goals only")
 
     # Without a peer's records its goal is not judged, and nothing breaks.
     md2 = report.markdown([r for r in records if r["system"] != "boost-context"], {})

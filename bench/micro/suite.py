@@ -15,16 +15,28 @@ Sections (--only picks some):
           cond_pingpong, switch and create_join with WEFT_GRAPH unset, =1
           at depth 8, =1 at WEFT_GRAPH_DEPTH=1, and =20): records
           graph.<bench> with params {"graph": "off"|"1"|"20", "depth"}
+  smp     issue 15, on two CPUs: every process may use both (taskset -c 0,1)
+          and runs --vprocs 2 (weft 2 vprocs, Go GOMAXPROCS=2, Boost.Fiber 2
+          kernel threads with work_stealing, NPTL as the kernel schedules;
+          State Threads and Boost.Context run on one kernel thread and are
+          left out): producer-consumer at Fig. 1's thread counts
+          (smp.producer_consumer) and a fork-join tree of threads computing
+          fib(n), 150,049 and 1,028,457 threads (smp.fork_join, ns per
+          thread). A run during which other processes took more than
+          SMP_OTHERS_MAX of a CPU from the two is run again.
 on every system whose binary is in BUILD/bench (weft, nptl, st,
 boost-context, boost-fiber, go; epoll for Fig. 2): a binary's --list says
 which benchmarks it has, and a missing one is reported skipped with the
-package that provides it. Every process is pinned to one CPU (taskset);
-every point is repeated REPS (>= 3) times, the systems interleaved.
+package that provides it. Every process but smp's is pinned to one CPU
+(taskset) and runs --vprocs 1; every point is repeated REPS (>= 3) times,
+the systems interleaved.
 
 Writes OUT_DIR/micro.json (a list of records {"benchmark", "system",
 "params", "unit", "median", "min", "max", "repetitions", "values", ...}),
-OUT_DIR/micro.run.json (the run: machine, settings, skipped points, time),
-then renders OUT_DIR/micro.md and the PNG plots with report.py.
+OUT_DIR/micro.run.json (the run: machine, settings, skipped points, time,
+and "ratios": weft/peer per point of the smp benchmarks), then renders
+OUT_DIR/micro.md and the PNG plots with report.py (--name NAME: NAME.json,
+NAME.run.json, NAME.md instead; `make bench-smp` writes smp.*).
 
 Bounded: the default run takes about 10 minutes here, --quick about 2; a
 section that has spent its share of the time budget starts no more runs (and
@@ -48,7 +60,7 @@ SYSTEMS = [("weft", "weft-micro"), ("st", "st-micro"), ("nptl", "nptl-micro"),
            ("boost-context", "boost-context-micro"), ("boost-fiber", "boost-fiber-micro"), ("go", "go-micro")]
 PROVIDER = {"st": "State Threads: libst-dev", "boost-context": "libboost-context-dev",
             "boost-fiber": "libboost-fiber-dev", "go": "the Go toolchain"}
-SECTIONS = ["table1", "memory", "fig1", "fig2", "fig3", "fig4", "stacks", "graph"]
+SECTIONS = ["table1", "memory", "fig1", "fig2", "fig3", "fig4", "stacks", "graph", "smp"]
 TABLE1 = ["create_join", "switch", "cond_pingpong", "mutex_uncontended", "mutex_handoff"]
 CPU_SHARE_OK = 0.9
 # An NPTL create+join leaves the CPU idle ~12% of the time by itself (the
@@ -76,7 +88,20 @@ SKIP_EXIT = 77             # a binary's "the kernel refused" (O_DIRECT)
 
 # Seconds per section, full and --quick: the section starts no run after it.
 BUDGET = {"table1": (200, 60), "memory": (200, 60), "fig1": (170, 50), "fig2": (170, 45),
-          "fig3": (90, 25), "fig4": (90, 25), "stacks": (240, 90), "graph": (120, 45)}
+          "fig3": (90, 25), "fig4": (90, 25), "stacks": (240, 90), "graph": (120, 45), "smp": (220, 50)}
+# Issue 15 on two CPUs (the smp section): the systems that run their threads
+# on several kernel threads, the fork-join trees (threads per tree: fib(24)
+# and fib(28)), and the most other processes may take of the two CPUs
+# during a run (CPUs' worth of time) before it is run again. Boost.Fiber's
+# fork_join stops at fib(24): a FIFO scheduler expands the tree breadth
+# first, ~10^6 fibers live at once on malloc'd 64 KiB stacks (~7 KB resident
+# each) would take ~7 GB of this shared machine.
+SMP_VPROCS = 2
+SMP_SYSTEMS = ["weft", "nptl", "boost-fiber", "go"]
+SMP_FORK_JOIN = [150_049, 1_028_457]
+SMP_FORK_JOIN_QUICK = [150_049]
+SMP_FORK_JOIN_CAP = {"boost-fiber": 150_049}
+SMP_OTHERS_MAX = 0.15
 # Linked stacks (issue 9, bench/stacks/weft_stacks.cc): bigstack's thread
 # counts, and the most fixed 1 MB stacks this shared machine is asked to
 # keep resident (800: 0.85 GiB; 10,000 would be 10.4 GiB).
@@ -137,8 +162,9 @@ def make_file(path, size):
 
 
 class Planner:
-    def __init__(self, cpu, reps):
-        self.cpu, self.reps = str(cpu), reps
+    def __init__(self, cpu, reps, others=None):
+        """cpu: the CPU (or list, "0,1") for taskset; others: run_plan's (cpus, most) for every run."""
+        self.cpu, self.reps, self.others = str(cpu), reps, others
         self.plan = []
 
     def add(self, bid, sysid, pkey, path, args, rep, timeout, share_ok, check=None, system=None, env=None):
@@ -151,7 +177,7 @@ class Planner:
         self.plan.append({"key": (bid, sysid, tuple(pkey)),
                           "cmd": prefix + ["taskset", "-c", self.cpu, path] + args + ["--json"],
                           "timeout": timeout, "label": f"{label} rep {rep + 1}", "share_ok": share_ok,
-                          "check": check, "system": system})
+                          "check": check, "system": system, "others": self.others})
 
 
 def plan_micro(section, pl, systems, has, args, notes, data):
@@ -185,6 +211,8 @@ def plan_micro(section, pl, systems, has, args, notes, data):
         plan_stacks(pl, systems, args, notes)
     elif section == "graph":
         plan_graph(pl, systems, has, args, notes)
+    elif section == "smp":
+        plan_smp(pl, systems, has, args, notes)
     elif section == "fig1":
         counts = FIG1_QUICK if quick else FIG1_THREADS
         for n in counts:
@@ -259,6 +287,46 @@ def plan_stacks(pl, systems, args, notes):
                    ["--bench", "hotsplit", "--stacks", "linked"], r, 120, None)
 
 
+def plan_smp(pl, systems, has, args, notes):
+    """Issue 15: every system on both CPUs with --vprocs 2, the systems
+    interleaved; the fork-join trees first (few, long runs), then Fig. 1's
+    thread counts. Records smp.<bench> with params threads and vprocs."""
+    reps, quick = pl.reps, args.quick
+    t = 0.1 if quick else 0.3
+    vp = ["--vprocs", str(SMP_VPROCS)]
+    smp = [(s, p) for s, p in systems if s in SMP_SYSTEMS]
+    left = [s for s, _ in systems if s not in SMP_SYSTEMS]
+    if left:
+        notes.append(f"smp: not run on {', '.join(left)} (one kernel thread only: no --vprocs {SMP_VPROCS})")
+    trees = SMP_FORK_JOIN_QUICK if quick else SMP_FORK_JOIN
+    for n in trees:
+        for r in range(reps):
+            for sysid, path in smp:
+                if "fork_join" in has[sysid] and n <= SMP_FORK_JOIN_CAP.get(sysid, n):
+                    pl.add("smp.fork_join", sysid, (("threads", n), ("vprocs", SMP_VPROCS)), path,
+                           ["--bench", "fork_join", "--threads", str(n), "--min-time", f"{t:g}"] + vp, r, 180, None)
+    no_fj = [s for s, _ in smp if "fork_join" not in has[s]]
+    if no_fj:
+        notes.append(f"smp.fork_join: not run on {', '.join(no_fj)} (the binary has no fork_join"
+                     + (": a tree of 10^6 kernel threads is past kernel.pid_max)" if "nptl" in no_fj else ")"))
+    for sysid, cap in SMP_FORK_JOIN_CAP.items():
+        if any(s == sysid for s, _ in smp) and any(n > cap for n in trees):
+            notes.append(f"skipped: {sysid}: smp.fork_join above {cap:,} threads (breadth first, ~10^6 fibers "
+                         "live at once on malloc'd 64 KiB stacks: ~7 GB of this shared machine)")
+    counts = FIG1_QUICK if quick else FIG1_THREADS
+    for n in counts:
+        for r in range(reps):
+            for sysid, path in smp:
+                if "producer_consumer" in has[sysid] and n <= FIG1_CAP.get(sysid, n):
+                    pl.add("smp.producer_consumer", sysid, (("threads", n), ("vprocs", SMP_VPROCS)), path,
+                           ["--bench", "producer_consumer", "--threads", str(n), "--min-time", f"{t:g}"] + vp,
+                           r, 180, None)
+    for sysid, cap in FIG1_CAP.items():
+        if any(s == sysid for s, _ in smp) and any(n > cap for n in counts):
+            notes.append(f"skipped: {sysid}: smp.producer_consumer above {cap:,} threads (kernel.pid_max is "
+                         f"{pid_max()})")
+
+
 def plan_graph(pl, systems, has, args, notes):
     """The blocking graph's cost: weft-micro under each GRAPH_CONFIGS
     environment, the configurations interleaved in every repetition."""
@@ -321,6 +389,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer points and shorter runs: about 2 minutes")
     ap.add_argument("--cpu", type=int, default=1, help="CPU to pin every process to (default 1)")
     ap.add_argument("--only", default=None, help="comma-separated sections: " + ", ".join(SECTIONS))
+    ap.add_argument("--name", default="micro",
+                    help="file names: OUT_DIR/NAME.json, NAME.run.json, NAME.md (default micro)")
     args = ap.parse_args()
 
     reps = max(3, args.reps)
@@ -342,10 +412,23 @@ def main():
         log(f"suite.py: weft-micro not found in {bench_dir}: build first (cmake --build {args.build})")
         return 1
 
-    header = [f"Every benchmark process pinned to one CPU: `taskset -c {cpu}` (all of a system's threads share it; "
-              f"weft runs one vproc, Go GOMAXPROCS=1).",
-              f"{reps} repetitions per point (separate processes, systems interleaved); the median is reported.",
-              f"Machine: {machine_line()}."]
+    smp_cpus = sorted(os.sched_getaffinity(0))[:SMP_VPROCS]
+    header = []
+    if any(s != "smp" for s in sections):
+        header.append(f"Every benchmark process pinned to one CPU: `taskset -c {cpu}` (all of a system's threads share "
+                      f"it; weft runs one vproc, Go GOMAXPROCS=1).")
+    if "smp" in sections:
+        if len(smp_cpus) < SMP_VPROCS:
+            skipped.append(f"smp: needs {SMP_VPROCS} CPUs, this process may use {len(smp_cpus)}")
+            sections = [s for s in sections if s != "smp"]
+        else:
+            header.append(f"smp section: every process may use CPUs {','.join(map(str, smp_cpus))} "
+                          f"(`taskset -c {','.join(map(str, smp_cpus))}`) and runs --vprocs {SMP_VPROCS}: weft "
+                          f"{SMP_VPROCS} vprocs, Go GOMAXPROCS={SMP_VPROCS}, Boost.Fiber {SMP_VPROCS} kernel threads "
+                          f"with algo::work_stealing, NPTL's threads wherever the kernel puts them; a run during "
+                          f"which other processes took more than {SMP_OTHERS_MAX} of a CPU from them is run again.")
+    header += [f"{reps} repetitions per point (separate processes, systems interleaved); the median is reported.",
+               f"Machine: {machine_line()}."]
     if cpu_note:
         header.append(cpu_note)
     header.append("Quick run (QUICK=1): fewer points, shorter measurements." if args.quick else
@@ -354,6 +437,9 @@ def main():
         log("suite.py: " + h)
     for s in skipped:
         log("suite.py: skipped: " + s)
+    if not sections:
+        log("suite.py: nothing to run")
+        return 1
 
     notes, data, all_records, failures = [], {}, [], []
     if {"fig3", "fig4"} & set(sections):
@@ -371,6 +457,8 @@ def main():
     section_time = {}
     for section in sections:
         pl = Planner(cpu, reps)
+        if section == "smp":
+            pl = Planner(",".join(map(str, smp_cpus)), reps, others=(set(smp_cpus), SMP_OTHERS_MAX))
         if section == "fig2":
             plan_fig2(pl, args, notes, skipped)
         else:
@@ -383,7 +471,8 @@ def main():
         if out_of_time:
             skipped.append(f"{section}: its time budget ({budget} s) was spent; {len(out_of_time)} run(s) left out: "
                            + ", ".join(out_of_time[:5]) + (" ..." if len(out_of_time) > 5 else ""))
-        per_run = ("rss_before", "rss_after", "create_park_s", "teardown_s") if section == "memory" else ()
+        per_run = ("rss_before", "rss_after", "create_park_s", "teardown_s") if section == "memory" else \
+            ("vproc_switches", "trees", "threads_per_s") if section == "smp" else ()
         drop = ("sink", "requested") + (("tokens", "in_flight") if section != "fig2" else ())
         recs, failed = summarise(results, per_run=per_run, drop=drop)
         for bid, sysid, params, why in failed:
@@ -402,18 +491,18 @@ def main():
             notes.append(f"not applicable: {sysid}: {', '.join(missing)} (the binary does not have them)")
 
     os.makedirs(args.out_dir, exist_ok=True)
-    json_path = os.path.join(args.out_dir, "micro.json")
-    run_path = os.path.join(args.out_dir, "micro.run.json")
+    json_path = os.path.join(args.out_dir, args.name + ".json")
+    run_path = os.path.join(args.out_dir, args.name + ".run.json")
     with open(json_path, "w") as f:
         json.dump(all_records, f, indent=2)
         f.write("\n")
     run = {"header": header, "notes": notes, "skipped": skipped, "failures": failures, "sections": sections,
            "section_seconds": section_time, "total_seconds": round(total, 1), "quick": args.quick, "cpu": cpu,
-           "reps": reps}
+           "reps": reps, "ratios": report.ratios(all_records, report.RATIO_BENCHES)}
     with open(run_path, "w") as f:
         json.dump(run, f, indent=2)
         f.write("\n")
-    md_path = os.path.join(args.out_dir, "micro.md")
+    md_path = os.path.join(args.out_dir, args.name + ".md")
     md, plots = report.write(all_records, run, md_path, args.out_dir)
     print(md)
     log(f"suite.py: wrote {json_path}, {run_path}, {md_path}" + (f" and {len(plots)} plots" if plots else "")

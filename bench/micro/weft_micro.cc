@@ -1,6 +1,10 @@
-// weft-micro — the core microbenchmarks on weft, all on one vproc.
-// See harness.h for the command line; bench/micro/suite.py runs it pinned.
+// weft-micro — the core microbenchmarks on weft, on one vproc unless
+// --vprocs N says more (then cfg.vprocs = N; threads are created the plain
+// way, on their creator's vproc, and the runtime spreads them if it can).
+// See harness.h for the command line; bench/micro/suite.py runs it pinned,
+// and its smp section with --vprocs 2 on two CPUs.
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -191,6 +195,33 @@ void *consumer(void *arg) {
     return nullptr;
 }
 
+// With several vprocs: switches made on each, as a JSON array, since `base`
+// (where the work ran; all on vproc 0 until the runtime moves threads).
+struct VprocSwitches {
+    std::vector<uint64_t> base;
+
+    void mark() {
+        base.assign(static_cast<size_t>(weft_vproc_count()), 0);
+        for (size_t i = 0; i < base.size(); ++i) {
+            weft_stats_t st;
+            if (weft_stats_get(static_cast<int>(i), &st) == 0) base[i] = st.switches;
+        }
+    }
+    // `, "vproc_switches": [a, b]` (empty with one vproc).
+    void write(char *buf, size_t len, const char *sep) const {
+        buf[0] = 0;
+        if (base.size() < 2) return;
+        size_t at = static_cast<size_t>(std::snprintf(buf, len, "%s\"vproc_switches\": [", sep));
+        for (size_t i = 0; i < base.size() && at < len; ++i) {
+            weft_stats_t st{};
+            weft_stats_get(static_cast<int>(i), &st);
+            at += static_cast<size_t>(std::snprintf(buf + at, len - at, "%s%llu", i ? ", " : "",
+                                                    static_cast<unsigned long long>(st.switches - base[i])));
+        }
+        if (at < len) std::snprintf(buf + at, len - at, "]");
+    }
+};
+
 long locked_read(weft_mutex_t *mu, const long *v) {
     weft_mutex_lock(mu);
     long x = *v;
@@ -222,14 +253,18 @@ int run_producer_consumer(const bench_opts *o) {
     bool ok = created == n;
     double rate = 0;
     long counted = 0;
+    VprocSwitches vs;
+    char spread[160] = "";
     if (ok) {
         weft_sleep_ns(static_cast<uint64_t>(o->min_time * 1e8)); // warm-up: a tenth
         bench_window w;
         long c0 = locked_read(&b.mu, &b.consumed);
+        vs.mark();
         bench_window_open(&w);
         weft_sleep_ns(static_cast<uint64_t>(o->min_time * 1e9));
         counted = locked_read(&b.mu, &b.consumed) - c0;
         rate = bench_window_close(&w, counted);
+        vs.write(spread, sizeof spread, ", ");
     }
     weft_mutex_lock(&b.mu);
     b.stop = true;
@@ -240,12 +275,53 @@ int run_producer_consumer(const bench_opts *o) {
     for (long i = 0; i < created; ++i) check(weft_thread_join(ts[static_cast<size_t>(i)], nullptr), "weft_thread_join");
     for (const Consumer &c : cons) sink += c.sink;
     if (!ok) return 1;
-    char params[256];
+    char params[384];
     std::snprintf(params, sizeof params,
-                  "\"threads\": %ld, \"capacity\": %d, \"work_max\": %d, \"stack\": %s, \"sink\": %llu", n,
-                  BENCH_PC_CAPACITY, BENCH_WORK_MAX, g_stack, static_cast<unsigned long long>(sink % 1000));
+                  "\"threads\": %ld, \"capacity\": %d, \"work_max\": %d, \"stack\": %s, \"sink\": %llu%s", n,
+                  BENCH_PC_CAPACITY, BENCH_WORK_MAX, g_stack, static_cast<unsigned long long>(sink % 1000), spread);
     bench_report(o, kSystem, params, "msgs/s", rate, counted);
     return 0;
+}
+
+// ---- fork_join: a tree of threads computing fib(n) -------------------------
+// Each thread gets n as its argument and returns fib(n) as its result.
+
+void *fib_node(void *arg) {
+    const intptr_t n = reinterpret_cast<intptr_t>(arg);
+    if (n < 2) return arg;
+    weft_thread_t a, b;
+    check(weft_thread_create(&a, nullptr, fib_node, reinterpret_cast<void *>(n - 1)), "weft_thread_create");
+    check(weft_thread_create(&b, nullptr, fib_node, reinterpret_cast<void *>(n - 2)), "weft_thread_create");
+    void *ra = nullptr, *rb = nullptr;
+    check(weft_thread_join(a, &ra), "weft_thread_join");
+    check(weft_thread_join(b, &rb), "weft_thread_join");
+    return reinterpret_cast<void *>(reinterpret_cast<intptr_t>(ra) + reinterpret_cast<intptr_t>(rb));
+}
+
+long fib_tree(long n, void *) {
+    weft_thread_t root;
+    void *r = nullptr;
+    check(weft_thread_create(&root, nullptr, fib_node, reinterpret_cast<void *>(static_cast<intptr_t>(n))),
+          "weft_thread_create");
+    check(weft_thread_join(root, &r), "weft_thread_join");
+    return static_cast<long>(reinterpret_cast<intptr_t>(r));
+}
+
+void fork_join_extra(void *ctx, int end, char *buf, size_t len) {
+    auto *vs = static_cast<VprocSwitches *>(ctx);
+    if (!end) {
+        vs->mark();
+        return;
+    }
+    char spread[160];
+    vs->write(spread, sizeof spread, ", ");
+    std::snprintf(buf, len, "\"op\": \"weft_thread_create x2 + weft_thread_join x2\", \"stack\": %s%s", g_stack,
+                  spread);
+}
+
+int run_fork_join(const bench_opts *o) {
+    VprocSwitches vs;
+    return bench_fork_join(o, kSystem, fib_tree, &vs, fork_join_extra);
 }
 
 // ---- odirect_read (Fig. 3), cache_miss_read (Fig. 4) ------------------------
@@ -407,6 +483,7 @@ int bench_main(void *) {
     double v;
     if (!std::strcmp(b, "memory_idle")) return run_memory_idle(o);
     if (!std::strcmp(b, "producer_consumer")) return run_producer_consumer(o);
+    if (!std::strcmp(b, "fork_join")) return run_fork_join(o);
     if (!std::strcmp(b, "odirect_read") || !std::strcmp(b, "cache_miss_read")) return run_disk(o);
     if (!std::strcmp(b, "create_join")) {
         v = bench_measure(o, run_create_join, nullptr, 1.0, &iters);
@@ -435,12 +512,12 @@ int bench_main(void *) {
 int main(int argc, char **argv) {
     int r = bench_parse(argc, argv, &g_opts, "weft", kDefaultIdleThreads);
     if (r) return r == 1 ? 0 : 2;
-    bench_check_pinned(argv[0]);
+    bench_check_cpus(&g_opts);
     if (const char *s = std::getenv("WEFT_STACK_SIZE"); s && *s)
         std::snprintf(g_stack, sizeof g_stack, "\"%.40s\"", s);
     weft_config cfg;
     weft_config_init(&cfg);
-    cfg.vprocs = 1;
+    cfg.vprocs = static_cast<int>(g_opts.vprocs);
     int rc = weft_main_config(&cfg, bench_main, nullptr);
     if (rc < 0) {
         std::perror("weft-micro: weft_main");

@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
     int r = bench_parse_only(argc, argv, &o, "Boost.Context (raw switch: no scheduler, no sync)", 0,
                              "create_join switch");
     if (r) return r == 1 ? 0 : 2;
+    if ((r = bench_single_cpu(&o, "Boost.Context (no scheduler)"))) return r;
     bench_check_pinned(argv[0]);
     long iters = 0;
     if (!std::strcmp(o.bench, "switch")) {

@@ -4,6 +4,16 @@
 // and condition variables. Same command line and output as weft-micro
 // (bench/micro/harness.h); system id "boost-fiber".
 //
+// --vprocs N > 1: N kernel threads (main and N-1 more), each running
+// boost::fibers::algo::work_stealing(N) — fibers made on one are stolen by
+// the others when they run dry. Its default, suspend = false: an idle thread
+// keeps looking for fibers to steal instead of sleeping (with true it would
+// sleep until one of its own fibers is woken, and never steal). Then only
+// the benchmarks whose stacks may be freed on another thread than the one
+// that allocated them (malloc'd fixedsize_stack) run: producer_consumer,
+// memory_idle and fork_join; the others use a pooled_fixedsize_stack, which
+// is not thread-safe.
+//
 //   create_join        fiber on a pooled 64 KiB stack + join
 //   switch             two fibers calling this_fiber::yield in turn
 //   cond_pingpong      fibers::mutex + two fibers::condition_variable + a turn
@@ -13,13 +23,18 @@
 //                      fibers::mutex and two condition_variables (Fig. 1)
 //   memory_idle        fibers parked in condition_variable::wait, each on its
 //                      own 64 KiB stack from fixedsize_stack (malloc)
+//   fork_join          a tree of fibers computing fib(n) (harness.h's
+//                      bench_fork_join): each for n >= 2 starts two and joins
+//                      them; 64 KiB fixedsize_stack (malloc) each
 #include <boost/fiber/all.hpp>
 
 #include <cstdio>
 #include <cstring>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -235,18 +250,74 @@ int run_memory_idle(const bench_opts *o) {
     return 0;
 }
 
-} // namespace
+// ---- fork_join: a tree of fibers computing fib(n) ----
 
-int main(int argc, char **argv) {
-    bench_opts o;
-    int r = bench_parse_only(argc, argv, &o, "Boost.Fiber", kDefaultIdle, BENCH_NAMES_NO_DISK);
-    if (r) return r == 1 ? 0 : 2;
-    bench_check_pinned(argv[0]);
+long fib_node(long n) {
+    if (n < 2) return n;
+    long a = 0, b = 0;
+    fibers::fiber fa(std::allocator_arg, fibers::fixedsize_stack(kStack), [&a, n] { a = fib_node(n - 1); });
+    fibers::fiber fb(std::allocator_arg, fibers::fixedsize_stack(kStack), [&b, n] { b = fib_node(n - 2); });
+    fa.join();
+    fb.join();
+    return a + b;
+}
+
+long fib_tree(long n, void *) {
+    long r = -1;
+    try {
+        fibers::fiber root(std::allocator_arg, fibers::fixedsize_stack(kStack), [&r, n] { r = fib_node(n); });
+        root.join();
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "boost-fiber-micro: fork_join: %s\n", e.what());
+        return -1;
+    }
+    return r;
+}
+
+void fork_join_extra(void *, int end, char *buf, size_t len) {
+    if (end) std::snprintf(buf, len, "\"op\": \"fiber x2 + join x2\", \"stack\": %zu", kStack);
+}
+
+// --vprocs N > 1: N-1 more kernel threads running work_stealing, parked
+// (their main fiber) until the benchmark is over.
+class Stealers {
+  public:
+    explicit Stealers(long n) : n_(static_cast<uint32_t>(n)) {
+        if (n_ < 2) return;
+        for (uint32_t i = 1; i < n_; ++i)
+            threads_.emplace_back([this] {
+                fibers::use_scheduling_algorithm<fibers::algo::work_stealing>(n_);
+                std::unique_lock<fibers::mutex> l(mu_);
+                cv_.wait(l, [this] { return done_; });
+            });
+        // The last to join work_stealing's start-up barrier (every thread's).
+        fibers::use_scheduling_algorithm<fibers::algo::work_stealing>(n_);
+    }
+    ~Stealers() {
+        if (n_ < 2) return;
+        {
+            std::lock_guard<fibers::mutex> l(mu_);
+            done_ = true;
+        }
+        cv_.notify_all();
+        for (auto &t : threads_) t.join();
+    }
+
+  private:
+    uint32_t n_;
+    std::vector<std::thread> threads_;
+    fibers::mutex mu_;
+    fibers::condition_variable cv_;
+    bool done_ = false;
+};
+
+int run(const bench_opts &o) {
     long iters = 0;
     double v;
     const char *b = o.bench;
     if (!std::strcmp(b, "memory_idle")) return run_memory_idle(&o);
     if (!std::strcmp(b, "producer_consumer")) return run_producer_consumer(&o);
+    if (!std::strcmp(b, "fork_join")) return bench_fork_join(&o, kSystem, fib_tree, nullptr, fork_join_extra);
     if (!std::strcmp(b, "create_join")) {
         v = bench_measure(&o, run_create_join, nullptr, 1.0, &iters);
         bench_report(&o, kSystem, "\"op\": \"fiber (pooled stack) + join\", \"stack\": 65536", "ns", v, iters);
@@ -265,4 +336,22 @@ int main(int argc, char **argv) {
         bench_report(&o, kSystem, "\"op\": \"fibers::mutex lock+unlock\"", "ns", v, iters);
     }
     return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    bench_opts o;
+    int r = bench_parse_only(argc, argv, &o, "Boost.Fiber", kDefaultIdle, BENCH_NAMES_NO_DISK " fork_join");
+    if (r) return r == 1 ? 0 : 2;
+    if (o.vprocs > 1 && !bench_in("producer_consumer memory_idle fork_join", o.bench)) {
+        std::fprintf(stderr,
+                     "%s: with --vprocs > 1 only producer_consumer, memory_idle and fork_join (%s uses a "
+                     "pooled_fixedsize_stack, which is not thread-safe)\n",
+                     o.prog, o.bench);
+        return 2;
+    }
+    bench_check_cpus(&o);
+    Stealers stealers(o.vprocs);
+    return run(o);
 }

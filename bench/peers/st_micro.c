@@ -319,6 +319,7 @@ int main(int argc, char **argv) {
     bench_opts o;
     int r = bench_parse_only(argc, argv, &o, "State Threads", DEFAULT_IDLE_THREADS, BENCH_NAMES_NO_DISK);
     if (r) return r == 1 ? 0 : 2;
+    if ((r = bench_single_cpu(&o, "State Threads"))) return r;
     bench_check_pinned(argv[0]);
     if (st_init() != 0) die("st_init");
     long iters = 0;

@@ -1,8 +1,8 @@
 // go-micro — the core microbenchmarks on Go goroutines, the peer with the
 // most users. Same command line, calibration and output as weft-micro
-// (bench/micro/harness.h); system id "go". GOMAXPROCS is 1: every goroutine
-// runs on one OS thread at a time, as weft's threads run on one vproc (pin
-// the process with taskset too).
+// (bench/micro/harness.h); system id "go". GOMAXPROCS is --vprocs (default
+// 1: every goroutine runs on one OS thread at a time, as weft's threads run
+// on one vproc; pin the process with taskset too).
 //
 //	create_join        go func() + wait for it (a channel receive)
 //	switch             two goroutines calling runtime.Gosched in turn
@@ -18,6 +18,9 @@
 //	                   file, the rest from a cached one (Fig. 4)
 //	memory_idle        goroutines parked in sync.Cond.Wait (Go's stacks
 //	                   start small and grow by copying)
+//	fork_join          a tree of goroutines computing fib(n): each for n >= 2
+//	                   starts two (n-1, n-2) and waits for both on a
+//	                   sync.WaitGroup (harness.h's bench_fork_join)
 package main
 
 import (
@@ -35,7 +38,7 @@ import (
 const system = "go"
 
 var names = []string{"create_join", "switch", "cond_pingpong", "mutex_uncontended", "mutex_handoff", "memory_idle",
-	"producer_consumer", "odirect_read", "cache_miss_read"}
+	"producer_consumer", "odirect_read", "cache_miss_read", "fork_join"}
 
 // As harness.h: BENCH_PC_CAPACITY, BENCH_WORK_MAX, BENCH_BLOCK, BENCH_DISK_THREADS, BENCH_EXIT_SKIP.
 const (
@@ -56,6 +59,7 @@ var ids = map[string]string{
 	"producer_consumer": "fig1.producer_consumer",
 	"odirect_read":      "fig3.odirect_random_read",
 	"cache_miss_read":   "fig4.cache_miss_read",
+	"fork_join":         "fork_join.fib_tree",
 }
 
 type opts struct {
@@ -68,6 +72,7 @@ type opts struct {
 	file    string
 	hitFile string
 	miss    float64
+	vprocs  int64
 }
 
 var epoch = time.Now()
@@ -83,11 +88,12 @@ func cpuNs() uint64 {
 }
 
 func usage(f *os.File, prog string) {
-	fmt.Fprintf(f, `usage: %s --bench NAME [--iters N] [--threads N] [--min-time S] [--json]
+	fmt.Fprintf(f, `usage: %s --bench NAME [--iters N] [--threads N] [--min-time S] [--vprocs N] [--json]
           [--file PATH] [--hit-file PATH] [--miss-rate R]
        %s --list | --help
-Microbenchmarks of Go goroutines (Capriccio section 2), GOMAXPROCS=1.
-Pin the process to one CPU yourself (taskset -c 1 %s ...).
+Microbenchmarks of Go goroutines (Capriccio section 2), GOMAXPROCS=--vprocs
+(default 1). Pin the process to one CPU yourself (taskset -c 1 %s ...), or
+give it two for --vprocs 2 (taskset -c 0,1).
   create_join        ns per goroutine start + wait for its end
   switch             ns per switch, two goroutines calling runtime.Gosched in turn
   cond_pingpong      ns per one-way hand-off, sync.Mutex + sync.Cond
@@ -99,15 +105,21 @@ Pin the process to one CPU yourself (taskset -c 1 %s ...).
   odirect_read       reads/s: --threads (default 1) random 4 KiB reads of --file (O_DIRECT)
   cache_miss_read    reads/s: --threads (default %d), a share --miss-rate from
                      --file (O_DIRECT), the rest from --hit-file (page cache)
+  fork_join          ns per goroutine: a tree of goroutines computing fib(n), each
+                     for n >= 2 starting two (n-1, n-2) and waiting for both
+                     (sync.WaitGroup); n the smallest with >= --threads goroutines
+                     (default 1000000: fib(28), 1,028,457); one tree as warm-up,
+                     then trees for --min-time (--iters N: N trees); result checked
   --iters N          iterations of the timed run (default: calibrated)
   --min-time S       seconds a timed run lasts (default 0.3)
+  --vprocs N         GOMAXPROCS (default 1)
   --json             one JSON object per line on stdout
 Exit status: 0 ok, 1 failed, 2 usage, %d the kernel refused O_DIRECT: skipped.
 `, prog, prog, prog, pcCapacity, diskThreads, exitSkip)
 }
 
 func parse(args []string) (opts, int) {
-	o := opts{prog: args[0], minTime: 0.3}
+	o := opts{prog: args[0], minTime: 0.3, vprocs: 1}
 	if i := strings.LastIndex(o.prog, "/"); i >= 0 {
 		o.prog = o.prog[i+1:]
 	}
@@ -146,6 +158,13 @@ func parse(args []string) (opts, int) {
 				return bad("--threads must be > 0")
 			}
 			o.threads = v
+		case a == "--vprocs" && hasVal:
+			i++
+			v, err := strconv.ParseInt(args[i], 10, 64)
+			if err != nil || v < 1 || v > 1024 {
+				return bad("--vprocs must be a number from 1 to 1024")
+			}
+			o.vprocs = v
 		case a == "--file" && hasVal:
 			i++
 			o.file = args[i]
@@ -192,6 +211,8 @@ func parse(args []string) (opts, int) {
 			o.threads = 1
 		case "cache_miss_read":
 			o.threads = diskThreads
+		case "fork_join":
+			o.threads = 1000000
 		default:
 			o.threads = 100000
 		}
@@ -247,8 +268,13 @@ func measure(o opts, fn func(int64) uint64, opsPerIter float64) (float64, int64)
 	return float64(elapsed) / (float64(iters) * opsPerIter), iters
 }
 
+// report prints the record as bench_report does; params gain "vprocs".
 func report(o opts, params, unit string, value float64, iters int64) {
 	id := ids[o.bench]
+	if params != "" {
+		params += ", "
+	}
+	params += fmt.Sprintf(`"vprocs": %d`, o.vprocs)
 	if o.json {
 		fmt.Printf(`{"benchmark": "%s", "system": "%s", "params": {%s}, "unit": "%s", "value": %.3f`, id, system, params, unit, value)
 		if iters > 0 {
@@ -548,6 +574,85 @@ func producerConsumer(o opts) int {
 	return 0
 }
 
+// ---- fork_join: a tree of goroutines computing fib(n) ----
+
+func fibValue(n int64) int64 {
+	a, b := int64(0), int64(1)
+	for i := int64(0); i < n; i++ {
+		a, b = b, a+b
+	}
+	return a
+}
+
+func fibThreads(n int64) int64 { return 2*fibValue(n+1) - 1 }
+
+// fibNode runs in its own goroutine (the caller started it) and returns fib(n).
+func fibNode(n int64) int64 {
+	if n < 2 {
+		return n
+	}
+	var a, b int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { a = fibNode(n - 1); wg.Done() }()
+	go func() { b = fibNode(n - 2); wg.Done() }()
+	wg.Wait()
+	return a + b
+}
+
+// fibTree starts the root goroutine and waits for it.
+func fibTree(n int64) int64 {
+	var r int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { r = fibNode(n); wg.Done() }()
+	wg.Wait()
+	return r
+}
+
+// forkJoin is bench_fork_join of harness.h.
+func forkJoin(o opts) int {
+	n := int64(0)
+	for n < 60 && fibThreads(n) < o.threads {
+		n++
+	}
+	perTree, want := fibThreads(n), fibValue(n)
+	if got := fibTree(n); got != want {
+		fmt.Fprintf(os.Stderr, "%s: fork_join: fib(%d) gave %d, expected %d (warm-up tree)\n", o.prog, n, got, want)
+		return 1
+	}
+	trees := int64(0)
+	target := uint64(o.minTime * 1e9)
+	c0, w0 := cpuNs(), nowNs()
+	var w1 uint64
+	var got int64
+	for {
+		got = fibTree(n)
+		if got != want {
+			fmt.Fprintf(os.Stderr, "%s: fork_join: fib(%d) gave %d, expected %d (tree %d)\n", o.prog, n, got, want, trees+1)
+			return 1
+		}
+		trees++
+		w1 = nowNs()
+		if (o.iters > 0 && trees >= o.iters) || (o.iters == 0 && w1-w0 >= target) {
+			break
+		}
+	}
+	c1 := cpuNs()
+	if w1 > w0 {
+		cpuShare = float64(c1-c0) / float64(w1-w0)
+	}
+	threads := float64(trees) * float64(perTree)
+	ns := float64(w1-w0) / threads
+	perS := 0.0
+	if ns > 0 {
+		perS = 1e9 / ns
+	}
+	report(o, fmt.Sprintf(`"n": %d, "threads": %d, "trees": %d, "threads_per_s": %.0f, "result": %d, "op": "go func x2 + sync.WaitGroup", "go": "%s"`,
+		n, perTree, trees, perS, got, runtime.Version()), "ns", ns, int64(threads))
+	return 0
+}
+
 // ---- odirect_read (Fig. 3), cache_miss_read (Fig. 4) ----
 
 func fileBlocks(fd int, path string) int64 {
@@ -658,7 +763,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
-	runtime.GOMAXPROCS(1)
+	runtime.GOMAXPROCS(int(o.vprocs))
 	ver := runtime.Version()
 	var v float64
 	var iters int64
@@ -669,6 +774,8 @@ func main() {
 		os.Exit(producerConsumer(o))
 	case "odirect_read", "cache_miss_read":
 		os.Exit(diskRead(o))
+	case "fork_join":
+		os.Exit(forkJoin(o))
 	case "mutex_handoff":
 		v, iters = measure(o, mutexHandoff, 2)
 		report(o, fmt.Sprintf(`"op": "Lock, Gosched, Unlock, Gosched", "threads": 2, "go": "%s"`, ver), "ns", v, iters)
