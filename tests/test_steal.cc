@@ -30,17 +30,18 @@ void spin_ns(uint64_t ns) {
 }
 
 // n threads created the plain way (on the creator's vproc), each spinning
-// `rounds` × 20 µs with a yield between: work for an idle vproc to take.
+// `rounds` × spin with a yield between: work for an idle vproc to take.
 // Returns the union of the vprocs each one ran on, as bit masks.
-std::vector<uint32_t> busy_threads(int n, int rounds, const weft_thread_attr_t *attr = nullptr) {
+std::vector<uint32_t> busy_threads(int n, int rounds, const weft_thread_attr_t *attr = nullptr,
+                                   uint64_t spin = 20 * kUs) {
     std::vector<weft_thread_t> ts(static_cast<size_t>(n));
     std::vector<uint32_t> seen(static_cast<size_t>(n), 0);
     for (int i = 0; i < n; ++i) {
         uint32_t *mine = &seen[static_cast<size_t>(i)];
-        EXPECT_EQ(0, spawn(&ts[static_cast<size_t>(i)], [mine, rounds]() -> void * {
+        EXPECT_EQ(0, spawn(&ts[static_cast<size_t>(i)], [mine, rounds, spin]() -> void * {
             for (int r = 0; r < rounds; ++r) {
                 *mine |= 1u << weft_vproc_self();
-                spin_ns(20 * kUs);
+                spin_ns(spin);
                 weft_yield();
             }
             *mine |= 1u << weft_vproc_self();
@@ -54,7 +55,9 @@ std::vector<uint32_t> busy_threads(int n, int rounds, const weft_thread_attr_t *
 TEST(Steal, AnIdleVprocTakesThreadsFromABusyOne) {
     ASSERT_EQ(0, run(2, [] {
         weft_sleep_ns(20 * kMs); // vproc 1 has long gone to sleep in its reactor
-        std::vector<uint32_t> seen = busy_threads(16, 100);
+        // 64 threads of 100 µs slices: the last start some 6 ms after the
+        // first, well past the 1 ms a backlog must last before it is shared.
+        std::vector<uint32_t> seen = busy_threads(64, 20, nullptr, 100 * kUs);
         int moved = 0;
         for (uint32_t m : seen) moved += (m & 2) != 0;
         EXPECT_GT(moved, 0) << "no thread ever ran on the idle vproc";

@@ -116,7 +116,7 @@ typedef struct weft_config {
                             across a blocking call: compilers do for errno), -1 (or
                             WEFT_STEAL=0) off. Threads created with a home_vproc are
                             never moved; the "tap" policy never gives threads away. */
-    int steal_after_us;  /* WEFT_STEAL_AFTER_US (1..1000000); default 20. How long a vproc
+    int steal_after_us;  /* WEFT_STEAL_AFTER_US (1..1000000); default 1000. How long a vproc
                             must have had threads waiting to run, while another vproc
                             idles, before it gives some away: below it, a thread keeps
                             the vproc (and the cache) it last ran on. */

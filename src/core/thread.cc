@@ -188,18 +188,11 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     else target->stats.created_remotely.fetch_add(1, std::memory_order_relaxed);
     if (out) *out = weft_thread_t{t, t->id};
     t->state = ThreadState::Ready;
-    if (target != vp) {
-        target->push_remote(t);
-    } else if (__builtin_expect(rt->stealing && !t->pinned && rt->idle_vprocs.load(std::memory_order_relaxed), 0) &&
-               vp->current != &vp->loop) {
-        // A vproc idles: the new thread, which has no cache here yet, starts
-        // there (one load when none does). Not the runtime's first thread,
-        // made by the loop itself: "main" starts on vproc 0.
-        if (Vproc *to = vp->claim_idle()) vp->give(to, &t, 1);
-        else vp->enqueue_local(t);
-    } else {
-        vp->enqueue_local(t);
-    }
+    // (Not handed to an idle vproc here: a thread that talks to its creator
+    // is best kept with it, and one that waits long enough to start is
+    // given away by share_work.)
+    if (target == vp) vp->enqueue_local(t);
+    else target->push_remote(t);
     return 0;
 }
 

@@ -43,6 +43,8 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
         graph = new BlockingGraph(this, static_cast<uint32_t>(rt->cfg.graph_sample), rt->cfg.graph_depth);
     park_hooks = graph || (!fifo && pol->on_park);
     if (!rt->cfg.steal_started) pin_on_start = kPinnedRan;
+    stealing = rt->stealing;
+    rt_idle_vprocs = &rt->idle_vprocs;
 }
 
 void park_hooks_enter(Vproc *vp, Tcb *self, int reason, const void *site, void *fp) {
@@ -85,7 +87,7 @@ void Vproc::poll() {
         reactor->poll();
     }
     // One load of a line that changes only when a vproc goes idle or wakes.
-    if (rt->stealing && rt->idle_vprocs.load(std::memory_order_relaxed)) share_work();
+    if (stealing && rt->idle_vprocs.load(std::memory_order_relaxed)) share_work();
 }
 
 void Vproc::poll_local() {
@@ -156,10 +158,13 @@ void Vproc::stop_asking() {
     }
 }
 
-// Called at a poll while some vproc idles. Threads have waited here at every
-// poll for steal_after_ns: this vproc stays busy, so half of them (at most
-// kGiveMax) go to an idle vproc. Below that, a thread stays where it last
-// ran, with its cache: a vproc that keeps up with its work gives nothing.
+// Called every kShareInterval dispatches (and at every poll) while some
+// vproc idles. Threads have waited here at every look for steal_after_ns:
+// this vproc stays busy, so half of them (at most kGiveMax) go to an idle
+// vproc. Below that, a thread stays where it last ran, with its cache: a
+// vproc that keeps up with its work gives nothing. A look that finds only
+// threads it may not give (they have run, or are pinned) backs off, so a
+// vproc that can give nothing does not pay for looking at every dispatch.
 void Vproc::share_work() {
     size_t ready = fifo ? static_cast<const FifoQueue *>(pol_state)->count : pol->ready(pol_state);
     if (ready == 0) {
@@ -171,13 +176,18 @@ void Vproc::share_work() {
         busy_since = now;
         return;
     }
-    if (now - busy_since < rt->cfg.steal_after_ns) return;
-    busy_since = now;
+    if (now - busy_since < rt->cfg.steal_after_ns || now < give_not_before) return;
     Tcb *ts[kGiveMax];
     size_t want = std::min((ready + 1) / 2, kGiveMax);
     size_t n = fifo ? static_cast<FifoQueue *>(pol_state)->give(current, ts, want)
                     : pol->give(pol_state, current, ts, want);
-    if (n == 0) return;
+    if (n == 0) {
+        give_backoff = give_backoff ? std::min(2 * give_backoff, kGiveBackoffMaxNs) : rt->cfg.steal_after_ns;
+        give_not_before = now + give_backoff;
+        return;
+    }
+    give_backoff = 0;
+    busy_since = now;
     Vproc *to = claim_idle();
     if (!to) { // another giver was faster: keep them (behind the rest)
         for (size_t i = 0; i < n; ++i) enqueue_local(ts[i]);

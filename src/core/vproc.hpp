@@ -71,8 +71,13 @@ inline constexpr uint64_t kIdleSpinNs = 50000;
 // Work stealing (docs/stealing.md): how long a vproc must have had threads
 // waiting, at every poll, while another vproc idles, before it gives some
 // away (weft_config.steal_after_us); and the most it gives at once.
-inline constexpr uint64_t kStealAfterNs = 20000;
+inline constexpr uint64_t kStealAfterNs = 1000000;
 inline constexpr size_t kGiveMax = 64;
+// While another vproc idles, a busy one looks at its queue every this many
+// dispatches (a clock read); after a look that found nothing it may give, it
+// waits twice as long before the next, up to kGiveBackoffMaxNs.
+inline constexpr uint32_t kShareInterval = 16;
+inline constexpr uint64_t kGiveBackoffMaxNs = 2'000'000;
 
 // Counters written only by the owning vproc (relaxed, no RMW: a plain add on
 // x86) and read by anyone.
@@ -151,6 +156,8 @@ struct Vproc {
     const PolicyOps *pol;         // scheduling policy and its per-vproc state
     void *pol_state;
     const bool fifo;              // pol is kFifoPolicy: call its queue inline
+    bool stealing = false;        // Runtime::stealing (here: one byte for the dispatch path to test)
+    std::atomic<uint32_t> *rt_idle_vprocs = nullptr; // &Runtime::idle_vprocs
     bool park_hooks = false;      // a park calls out: the blocking graph, or the policy's on_park
                                   //   (one byte for the park path to test; set in the constructor)
     TimerHeap timers;
@@ -161,7 +168,10 @@ struct Vproc {
     // Runtime::idle_vprocs.
     std::atomic<uint8_t> wants_work{0};
     uint8_t pin_on_start = 0;     // kPinnedRan unless work stealing may move threads that have run (WEFT_STEAL=2)
-    uint64_t busy_since = 0;      // first poll of the current run of polls that found threads waiting (0: none)
+    uint64_t busy_since = 0;      // first look of the current run of looks that found threads waiting (0: none)
+    uint64_t give_not_before = 0; // after a look that found nothing to give: when to look again
+    uint64_t give_backoff = 0;    // ... and the wait after the next such look
+    uint32_t share_countdown = kShareInterval;
     std::unique_ptr<Reactor> reactor; // made on the vproc's own kernel thread
     uint32_t io_waiters = 0;      // threads parked on a descriptor, an operation or the pool
     int tid = 0;                  // its kernel thread's id while it runs this vproc, for debuggers
@@ -217,6 +227,9 @@ struct Vproc {
         if (--poll_countdown == 0) {
             poll_countdown = kPollInterval;
             poll();
+        } else if (__builtin_expect(stealing, 0) && --share_countdown == 0) {
+            share_countdown = kShareInterval;
+            if (rt_idle_vprocs->load(std::memory_order_relaxed)) share_work();
         }
         return pick();
     }
