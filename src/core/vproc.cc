@@ -135,8 +135,9 @@ void Vproc::idle_wait() {
 // ---- work stealing (docs/stealing.md) ----------------------------------------
 //
 // Receiver-initiated, with private run queues: an idle vproc only raises
-// its hand (wants_work); a busy vproc notices at its next poll and gives it
-// threads from its own queue, on its own kernel thread. So no run queue is
+// its hand (wants_work); a busy vproc notices at its next look (every
+// kShareInterval dispatches) and gives it threads from its own queue, on
+// its own kernel thread. So no run queue is
 // ever touched by two kernel threads (no lock, no atomic operation on the
 // switch path, and every policy keeps its single-owner state), and the giver
 // knows which thread has not yet switched out (its current one).
@@ -196,10 +197,6 @@ void Vproc::share_work() {
     give(to, ts, n);
 }
 
-// Hand ready threads ts[0..n) to `to`, in that order. Everything of theirs
-// that is tied to this vproc is settled here, on its owner's thread: a
-// deadline timer still armed from the park they were woken from, their
-// place in io_waiters, their blocking-graph record.
 // An idle vproc, claimed: its flag from 1 to 0, which takes it off the count.
 Vproc *Vproc::claim_idle() {
     size_t nvp = rt->vproc_list.size();
@@ -215,6 +212,10 @@ Vproc *Vproc::claim_idle() {
     return nullptr;
 }
 
+// Hand ready threads ts[0..n) to `to`, in that order. Everything of theirs
+// that is tied to this vproc is settled here, on its owner's thread (let_go):
+// a deadline timer still armed from the park they were woken from, their
+// place in io_waiters, their blocking-graph record.
 void Vproc::give(Vproc *to, Tcb **ts, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         let_go(ts[i], to);
