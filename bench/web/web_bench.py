@@ -1548,7 +1548,7 @@ def write_outputs(args, runs, ctx, facts, notes, manifest, total, nofile):
                          "rlimit_nofile": nofile, "quick": args.quick, "smoke": args.smoke,
                          "verification": {"max_timeout_pct": MAX_TIMEOUT_PCT, "spread_pct": SPREAD_PCT}},
             "servers_file": args.servers_file, "commands": ctx.commands,
-            "nginx_conf": kb.NGINX_CONF.format(user=kb.nginx_user_line(), tmp="TMP", port="PORT", root=ctx.root),
+            "nginx_conf": kb.nginx_conf("TMP", "PORT", ctx.root),
             "apache_conf": APACHE_CONF.format(tmp="TMP", mods=APACHE_MODULES, port="PORT", root=ctx.root,
                                               threads=APACHE_THREADS),
             "notes": notes, "plots": plots, "plot_note": plot_note, "total_seconds": round(total, 1)}
