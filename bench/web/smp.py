@@ -51,7 +51,9 @@ Method
   * Ratios, from the medians of the "both" placement: knot-2vp / nginx-2w,
     knot-2vp / knot-1vp (weft's scaling), nginx-2w / nginx-1w (nginx's), and
     knot-1vp / nginx-1w; then each two-CPU server against its one-CPU
-    baseline in "split".
+    baseline in "split". Each is also taken within every repetition (the
+    two runs of a repetition are made within a minute of each other): their
+    range is shown beside the ratio of the medians.
 
 Writes OUT_DIR/smp_web.json ({"benchmark": "web.smp", "machine",
 "settings", "runs", "points", "ratios", "notes", "failures", ...}),
@@ -244,7 +246,7 @@ def run_plan(plan, systems, ctx):
             slot["fail"].append(problem)
             log(f"smp: {label}: FAILED ({problem})")
             continue
-        res["label"] = label
+        res["label"], res["rep"] = label, run["rep"]
         slot["runs"].append(res)
         flags = kb.run_problems(res)
         log(f"smp: {label}: {res['req_s']:,.0f} req/s, {fmt(res['req_per_server_cpu_s'])} req per server CPU-s; "
@@ -262,7 +264,7 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
-RUN_KEYS = ("req_s", "requests", "req_per_server_cpu_s", "req_per_cpu_s", "server_cpu_s", "client_cpu_s",
+RUN_KEYS = ("rep", "req_s", "requests", "req_per_server_cpu_s", "req_per_cpu_s", "server_cpu_s", "client_cpu_s",
             "server_cpus", "client_cpus", "others_cpus", "wall_s", "busiest_thread_share", "disturbed")
 
 
@@ -302,10 +304,16 @@ def summarise(slots, systems):
     return runs, points, failures
 
 
-def ratios(points, conns):
-    """[{"name", "connections", "req_s", "req_per_server_cpu_s", "p99"}]: the
-    RATIOS of the medians (None where a side is missing)."""
+def ratios(points, runs, conns):
+    """[{"name", "connections", "req_s", "req_per_server_cpu_s", "p99",
+    "paired"}]: the RATIOS of the medians (None where a side is missing), and
+    in "paired" {figure: [the ratio within each repetition]}: the two runs of
+    a repetition were made within a minute of each other, so their ratio is
+    spared the slower swings of a shared machine, and its range says how far
+    the ratio of the medians can be trusted."""
     by = {(p["system"], p["placement"], p["connections"]): p for p in points}
+    by_rep = {(r["system"], r["placement"], r["connections"], r["rep"]): r for r in runs}
+    reps = sorted({r["rep"] for r in runs})
     out = []
     for name, num, den in RATIOS:
         for c in conns:
@@ -313,11 +321,14 @@ def ratios(points, conns):
             if a is None and b is None:
                 continue
 
-            def q(k):
-                return round(a[k] / b[k], 3) if a and b and a.get(k) and b.get(k) else None
+            def q(x, y, k):
+                return round(x[k] / y[k], 3) if x and y and x.get(k) and y.get(k) else None
+            pairs = [(by_rep.get((*num, c, i)), by_rep.get((*den, c, i))) for i in reps]
+            paired = {k: [v for v in (q(x, y, k) for x, y in pairs) if v is not None]
+                      for k in ("req_s", "req_per_server_cpu_s")}
             out.append({"name": name, "connections": c, "numerator": list(num), "denominator": list(den),
-                        "req_s": q("req_s"), "req_per_server_cpu_s": q("req_per_server_cpu_s"),
-                        "p99": q("p99_ms")})
+                        "req_s": q(a, b, "req_s"), "req_per_server_cpu_s": q(a, b, "req_per_server_cpu_s"),
+                        "p99": q(a, b, "p99_ms"), "paired": paired})
     return out
 
 
@@ -339,9 +350,14 @@ def ratio_table(data):
         cells = [name]
         for c in conns:
             r = next((x for x in rows if x["name"] == name and x["connections"] == c), {})
-            cells += [f"{r['req_s']:.2f}x" if r.get("req_s") else "—",
-                      f"{r['req_per_server_cpu_s']:.2f}x" if r.get("req_per_server_cpu_s") else "—"]
+            for k in ("req_s", "req_per_server_cpu_s"):
+                paired = (r.get("paired") or {}).get(k) or []
+                cells.append((f"{r[k]:.2f}x" if r.get(k) else "—")
+                             + (f" ({min(paired):.2f}–{max(paired):.2f})" if len(paired) > 1 else ""))
         md.append("| " + " | ".join(cells) + " |")
+    if any(len(v) > 1 for r in rows for v in (r.get("paired") or {}).values()):
+        md += ["", "The ratio of the medians; in parentheses the range of the ratio within each repetition (its two "
+               "runs were made within a minute of each other)."]
     return md
 
 
@@ -620,7 +636,7 @@ def run(args, spec, tools, knot):
                          "wrk_paths": wb.WRK_PATHS, "wrk_timeout_s": WRK_TIMEOUT_S, "rlimit_nofile": nofile,
                          "others_ok_cpus": OTHERS_OK},
             "client_accounting": client_accounting(args.wrk_threads),
-            "ratios": ratios(points, args.connections), "points": points, "runs": runs,
+            "ratios": ratios(points, runs, args.connections), "points": points, "runs": runs,
             "commands": commands, "nginx_conf": kb.nginx_conf("TMP", "PORT", root, 2, args.nginx_reuseport),
             "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg()),
             "disturbance": {**spent, "others_ok_cpus": OTHERS_OK, "attempts": kb.ATTEMPTS},
