@@ -491,9 +491,10 @@ def cpu_busy(before, after, cpu):
     return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
 
 
-def wait_quiet(cpus, max_wait, sample=0.3):
+def wait_quiet(cpus, max_wait, sample=0.3, who="knot_bench"):
     """Wait (up to max_wait s) until neither CPU is busier than QUIET_BUSY with
-    nothing of ours on it. Returns the seconds waited."""
+    nothing of ours on it; `who` names the harness in what it says. Returns
+    the seconds waited."""
     t0 = time.monotonic()
     said = False
     while True:
@@ -504,10 +505,10 @@ def wait_quiet(cpus, max_wait, sample=0.3):
         waited = time.monotonic() - t0
         if all(x <= QUIET_BUSY for x in busy.values()) or waited >= max_wait:
             if said:
-                log(f"knot_bench: ... waited {waited:.0f} s" + ("" if waited < max_wait else ", going on anyway"))
+                log(f"{who}: ... waited {waited:.0f} s" + ("" if waited < max_wait else ", going on anyway"))
             return waited
         if not said:
-            log("knot_bench: something else is using " + ", ".join(f"CPU {c} ({x:.0%})" for c, x in busy.items())
+            log(f"{who}: something else is using " + ", ".join(f"CPU {c} ({x:.0%})" for c, x in busy.items())
                 + f": waiting up to {max_wait:.0f} s for it to go quiet")
             said = True
 

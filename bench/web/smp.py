@@ -229,7 +229,7 @@ def run_plan(plan, systems, ctx):
         label = f"[{i}/{len(plan)}] {info['name']} ({info['placement']}) c={run['connections']:,} rep {run['rep']}"
         for attempt in range(1, kb.ATTEMPTS + 1):
             if waited < wait_budget:
-                waited += kb.wait_quiet(ctx.cpus, min(kb.QUIET_WAIT_RUN, wait_budget - waited))
+                waited += kb.wait_quiet(ctx.cpus, min(kb.QUIET_WAIT_RUN, wait_budget - waited), who="smp")
             t0 = time.monotonic()
             res, problem, details = run_once(run, info, ctx)
             if attempt > 1:
