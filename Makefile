@@ -6,7 +6,7 @@
 #   make bench-knot   weft-knot against nginx with wrk, and with 10,000 idle connections (results/knot*)
 #   make bench-overload  weft-knot past saturation, FIFO against WEFT_POLICY=resource (results/overload.*)
 #   make bench-smp-web   two cores: weft-knot 1 and 2 vprocs against nginx 1 and 2 workers, wrk on the same CPUs
-#                     and its CPU accounted for (results/smp_web.*; ~4 min, QUICK=1 ~1)
+#                     and its CPU accounted for (results/smp_web.*; ~6 min, QUICK=1 ~1)
 #   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*),
 #                     then linked vs fixed stacks: bigstack, idle memory, hot split (results/stacks_runtime.json)
 #   make bench-graph  weft-knot's blocking graph under load, drawn (results/knot-graph.png)
@@ -177,7 +177,7 @@ bench-overload: build
 # Two cores (issue 15): weft-knot with --vprocs 1 and 2 against nginx with 1
 # and 2 workers, the server and wrk -t2 both on CPUs 0-1 (and the one-CPU
 # split baseline), the server's and wrk's CPU seconds recorded per run
-# (bench/web/smp.py; ~4 minutes, QUICK=1 ~1): results/smp_web.{json,md}.
+# (bench/web/smp.py; ~6 minutes, QUICK=1 ~1): results/smp_web.{json,md}.
 bench-smp-web: build
 	@scripts/deps.sh nginx-light wrk
 	$(PYTHON) bench/web/smp.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)

@@ -465,7 +465,7 @@ def parse_args(argv):
                     "two-CPU machine, with the client's CPU accounted for. Writes smp_web.json, smp_web.md and "
                     "smp_web.wrk.log in --out-dir. See the module docstring for the method.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Full run: 6 systems/placements x 2 connection counts x 3 reps x 5 s, about 4 minutes; --quick "
+        epilog="Full run: 6 systems/placements x 2 connection counts x 5 reps x 4 s, about 6 minutes; --quick "
                "1 rep of 3 s, about 1 minute.\nExit status: 0 when every point has a value and the output is "
                "well formed, 1 otherwise (or nginx/wrk missing), 77 for --smoke without nginx/wrk, 130 when "
                "interrupted.")
@@ -477,8 +477,8 @@ def parse_args(argv):
     ap.add_argument("--quick", action="store_true", help="1 repetition of 3 s per point (about 1 minute)")
     ap.add_argument("--smoke", action="store_true", help="a check, not a measurement: --quick with 1 s per point "
                     "at 50 connections; fails when a point or ratio is missing; exit 77 without nginx or wrk")
-    ap.add_argument("--reps", type=int, help="repetitions per point (default 3; --quick 1)")
-    ap.add_argument("--duration", type=int, help="seconds of wrk per run (default 5; --quick 3; --smoke 1)")
+    ap.add_argument("--reps", type=int, help="repetitions per point (default 5; --quick 1)")
+    ap.add_argument("--duration", type=int, help="seconds of wrk per run (default 4; --quick 3; --smoke 1)")
     ap.add_argument("--connections", type=kb.csv(int), help="comma-separated connection counts (default 100,1000; "
                     "--smoke 50)")
     ap.add_argument("--placements", type=kb.csv(str, list(PLACEMENTS)), help="comma-separated: both (required: the ratios come from it) "
@@ -496,8 +496,8 @@ def parse_args(argv):
         args.duration = args.duration or 1
         args.connections = args.connections or [50]
         args.out_dir = args.out_dir or os.path.join(args.build, "bench-web", "smp-smoke")
-    args.reps = args.reps or (1 if args.quick else 3)
-    args.duration = args.duration or (3 if args.quick else 5)
+    args.reps = args.reps or (1 if args.quick else 5)
+    args.duration = args.duration or (3 if args.quick else 4)
     args.connections = args.connections or CONNECTIONS
     args.placements = args.placements or list(PLACEMENTS)
     args.out_dir = args.out_dir or "results"
