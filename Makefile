@@ -7,6 +7,8 @@
 #                     tree on both CPUs, --vprocs 2, against Go, Boost.Fiber and NPTL (results/smp.*; ~4 min, QUICK=1 ~1)
 #   make bench-knot   weft-knot against nginx with wrk, and with 10,000 idle connections (results/knot*)
 #   make bench-overload  weft-knot past saturation, FIFO against WEFT_POLICY=resource (results/overload.*)
+#   make bench-smp-web   two cores: weft-knot 1 and 2 vprocs against nginx 1 and 2 workers, wrk on the same CPUs
+#                     and its CPU accounted for (results/smp_web.*; ~6 min, QUICK=1 ~1)
 #   make bench-stacks Capriccio Fig. 7 for weft-knot: checkpointed call sites vs MaxPath (results/stacks_fig7.*),
 #                     then linked vs fixed stacks: bigstack, idle memory, hot split (results/stacks_runtime.json)
 #   make bench-graph  weft-knot's blocking graph under load, drawn (results/knot-graph.png)
@@ -35,7 +37,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-smp bench-knot bench-stacks bench-graph bench-admission bench-overload bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 bench-tap-fig8 fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-smp bench-knot bench-stacks bench-graph bench-admission bench-overload bench-smp-web bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 bench-tap-fig8 fuzz install clean
 
 all: build
 
@@ -179,6 +181,14 @@ bench-knot: build
 bench-overload: build
 	@scripts/deps.sh wrk httperf
 	$(PYTHON) bench/web/overload.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
+
+# Two cores (issue 15): weft-knot with --vprocs 1 and 2 against nginx with 1
+# and 2 workers, the server and wrk -t2 both on CPUs 0-1 (and the one-CPU
+# split baseline), the server's and wrk's CPU seconds recorded per run
+# (bench/web/smp.py; ~6 minutes, QUICK=1 ~1): results/smp_web.{json,md}.
+bench-smp-web: build
+	@scripts/deps.sh nginx-light wrk
+	$(PYTHON) bench/web/smp.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 FUZZ_SECONDS ?= 60
 fuzz:

@@ -82,7 +82,9 @@ did not start), web.run.json (machine, settings, commands, notes),
 web.md (a Table-1-like summary per server at its highest verified rate, every
 run, the wrk peaks, failures), web_throughput.png and web_response.png
 (Figs. 7 and 8; with matplotlib only), web.httperf.log (every httperf
-report). Progress on stderr, one line per run.
+report). When --out-dir holds smp_web.json (bench/web/smp.py, `make
+bench-smp-web`: two cores, issue 15), web.md shows its ratios too, marked
+as that run's. Progress on stderr, one line per run.
 
 Python 3 standard library only (matplotlib optional, imported lazily).
 """
@@ -1158,6 +1160,16 @@ def render(runs, run_info):
                    "limit); CPU µs/req: the server's CPU time per request served."]
         md.append("")
 
+    smp = run_info.get("smp_web")
+    if smp:
+        import smp as smp_bench  # here, not at the top: smp.py imports this module
+        md += ["## Two cores (issue 15: bench/web/smp.py, `make bench-smp-web`)", "",
+               f"Not measured by this run: the ratios of {SMP_JSON} in this directory ({smp.get('generated', '?')}, "
+               f"git {smp.get('git_head', '?')}): weft-knot with 1 and 2 vprocs against nginx with 1 and 2 workers, "
+               "the server and wrk sharing both CPUs (\"split\": the server on one CPU, wrk on the other); req/s "
+               "and requests per server CPU second. smp_web.md has every point and how wrk's CPU is accounted for.",
+               ""] + smp_bench.ratio_table(smp) + [""]
+
     for png, title in ((run_info.get("plots") or {}).items()):
         md.append(f"![{title}]({png})")
     if run_info.get("plots"):
@@ -1176,6 +1188,23 @@ def render(runs, run_info):
         md.append("None.")
     md.append("")
     return "\n".join(md)
+
+
+SMP_JSON = "smp_web.json"
+
+
+def smp_summary(out_dir):
+    """What the report shows of bench/web/smp.py's last run in out_dir
+    ({"generated", "git_head", "ratios"}); None when there is none."""
+    try:
+        with open(os.path.join(out_dir, SMP_JSON)) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("benchmark") != "web.smp" or not isinstance(data.get("ratios"), list):
+        return None
+    return {"generated": data.get("generated"), "git_head": (data.get("machine") or {}).get("git_head"),
+            "ratios": data["ratios"]}
 
 
 def plot(runs, out_dir):
@@ -1548,10 +1577,11 @@ def write_outputs(args, runs, ctx, facts, notes, manifest, total, nofile):
                          "rlimit_nofile": nofile, "quick": args.quick, "smoke": args.smoke,
                          "verification": {"max_timeout_pct": MAX_TIMEOUT_PCT, "spread_pct": SPREAD_PCT}},
             "servers_file": args.servers_file, "commands": ctx.commands,
-            "nginx_conf": kb.NGINX_CONF.format(user=kb.nginx_user_line(), tmp="TMP", port="PORT", root=ctx.root),
+            "nginx_conf": kb.nginx_conf("TMP", "PORT", ctx.root),
             "apache_conf": APACHE_CONF.format(tmp="TMP", mods=APACHE_MODULES, port="PORT", root=ctx.root,
                                               threads=APACHE_THREADS),
-            "notes": notes, "plots": plots, "plot_note": plot_note, "total_seconds": round(total, 1)}
+            "notes": notes, "plots": plots, "plot_note": plot_note, "total_seconds": round(total, 1),
+            "smp_web": None if args.smoke else smp_summary(args.out_dir)}
     write_reports(paths, info, ctx.httperf_log, render(runs, info))
     log(f"web_bench: wrote {', '.join(paths.values())}" + "".join(f", {p}" for p in plots) + f" ({total:.0f} s)")
     if args.smoke:

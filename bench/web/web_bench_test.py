@@ -216,6 +216,22 @@ class Render(unittest.TestCase):
         info["plots"], info["plot_note"] = {}, "(no matplotlib)"
         self.assertIn("(no matplotlib)", wb.render(self.runs, info))
 
+    def test_two_core_ratios_shown_when_smp_web_json_is_there(self):
+        self.assertNotIn("Two cores", self.md)
+        with tempfile.TemporaryDirectory() as d:
+            self.assertIsNone(wb.smp_summary(d))
+            ratios = [{"name": "knot-2vp / nginx-2w", "connections": c, "req_s": 1.25, "req_per_server_cpu_s": 1.1}
+                      for c in (100, 1000)]
+            with open(os.path.join(d, wb.SMP_JSON), "w") as f:
+                json.dump({"benchmark": "web.smp", "generated": "2026-11-27", "machine": {"git_head": "abc1234"},
+                           "ratios": ratios}, f)
+            info = copy.deepcopy(self.info)
+            info["smp_web"] = wb.smp_summary(d)
+        md = wb.render(self.runs, info)
+        self.assertIn("## Two cores", md)
+        self.assertIn("git abc1234", md)
+        self.assertIn("| knot-2vp / nginx-2w | 1.25x | 1.10x | 1.25x | 1.10x |", md)
+
     def test_plots_written_with_matplotlib(self):
         try:
             import matplotlib  # noqa: F401
