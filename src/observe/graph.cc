@@ -275,12 +275,17 @@ void BlockingGraph::on_resume(Tcb *t) {
     if (g->from) begin(t, g, now);
 }
 
-void BlockingGraph::on_start(Tcb *t) {
+GraphThread *BlockingGraph::new_record(Tcb *t) {
     GraphThread *g = free_;
     if (g) free_ = g->next_free;
     else g = new GraphThread;
     std::memset(g, 0, sizeof *g);
     t->graph = g;
+    return g;
+}
+
+void BlockingGraph::on_start(Tcb *t) {
+    GraphThread *g = new_record(t);
     const void *entry = reinterpret_cast<const void *>(t->fn);
     uint32_t s = find_node(GraphNode::Start, 0, &entry, 1);
     if (!s) return;
@@ -314,13 +319,7 @@ void BlockingGraph::on_migrate_out(Tcb *t) {
     free_ = g;
 }
 
-void BlockingGraph::on_migrate_in(Tcb *t) {
-    GraphThread *g = free_;
-    if (g) free_ = g->next_free;
-    else g = new GraphThread;
-    std::memset(g, 0, sizeof *g);
-    t->graph = g;
-}
+void BlockingGraph::on_migrate_in(Tcb *t) { new_record(t); }
 
 // --- configuration ---
 

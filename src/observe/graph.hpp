@@ -134,6 +134,7 @@ public:
     static constexpr uint32_t kMaxEdges = 65536;
 
 private:
+    GraphThread *new_record(Tcb *t); // a zeroed record for t, from the free list
     GraphNode &node_mut(uint32_t i) { return node_blocks_[i / kBlock][i % kBlock]; }
     GraphEdge &edge_mut(uint32_t i) { return edge_blocks_[i / kBlock][i % kBlock]; }
     // Index + 1 of the node, made if new; 0 when the graph is full.
