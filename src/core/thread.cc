@@ -79,8 +79,7 @@ void thread_start(void *p) {
     FiberSwitch first; // no fake stack to restore on a fresh stack
     first.finish();
     Vproc *vp = tls_vproc;
-    if (vp->dead) vp->reap_dead();
-    if (vp->moving) vp->finish_move();
+    if (vp->dead) vp->after_switch();
     self->pinned |= vp->pin_on_start;
     if (__builtin_expect(vp->graph != nullptr, 0)) vp->graph->on_start(self);
     *vp->errno_loc = 0;
@@ -314,7 +313,7 @@ int weft_migrate(int vproc) {
     // its registers are still being saved here.
     vp->let_go(self, to);
     self->state = ThreadState::Ready;
-    vp->moving = self;
+    vp->dead = reinterpret_cast<Tcb *>(reinterpret_cast<uintptr_t>(self) | Vproc::kMovingTag);
     vp->schedule();
     return 0;
 }

@@ -44,7 +44,7 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
     park_hooks = graph || (!fifo && pol->on_park);
     if (!rt->cfg.steal_started) pin_on_start = kPinnedRan;
     stealing = rt->stealing;
-    rt_idle_vprocs = &rt->idle_vprocs;
+    if (stealing) poll_countdown = poll_reload = kShareInterval;
 }
 
 void park_hooks_enter(Vproc *vp, Tcb *self, int reason, const void *site, void *fp) {
@@ -67,7 +67,7 @@ void Vproc::run_loop() {
     for (;;) {
         poll_local(); // the reactor is reaped by idle_wait when nothing is ready
         if (Tcb *next = pick()) {
-            poll_countdown = kPollInterval;
+            poll_countdown = poll_reload;
             switch_to(&loop, next);
             continue;
         }
@@ -88,6 +88,19 @@ void Vproc::poll() {
     }
     // One load of a line that changes only when a vproc goes idle or wakes.
     if (stealing && rt->idle_vprocs.load(std::memory_order_relaxed)) share_work();
+}
+
+// With stealing, every kShareInterval dispatches a look for idle vprocs
+// (one load of a line that changes only when a vproc goes idle or wakes),
+// and a full poll every kPollInterval; without, the full poll alone.
+void Vproc::dispatch_poll() {
+    poll_countdown = poll_reload;
+    if (stealing) {
+        if (rt->idle_vprocs.load(std::memory_order_relaxed)) share_work();
+        if (++looks < kPollInterval / kShareInterval) return;
+        looks = 0;
+    }
+    poll();
 }
 
 void Vproc::poll_local() {
@@ -240,13 +253,19 @@ void Vproc::let_go(Tcb *t, Vproc *to) {
     stats.migrations_out.add();
 }
 
+void Vproc::after_switch() {
+    if (reinterpret_cast<uintptr_t>(dead) & kMovingTag) {
+        Tcb *t = reinterpret_cast<Tcb *>(reinterpret_cast<uintptr_t>(dead) & ~kMovingTag);
+        dead = nullptr;
+        finish_move(t);
+    } else {
+        reap_dead();
+    }
+}
+
 // The thread that called weft_migrate has switched out: its new vproc may
 // run it now.
-void Vproc::finish_move() {
-    Tcb *t = moving;
-    moving = nullptr;
-    t->vp->push_remote(t);
-}
+void Vproc::finish_move(Tcb *t) { t->vp->push_remote(t); }
 
 void Vproc::arrived(Tcb *t) {
     if (t->migrated == kMovingMeasured && graph) graph->on_migrate_in(t);

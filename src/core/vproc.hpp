@@ -156,8 +156,7 @@ struct Vproc {
     const PolicyOps *pol;         // scheduling policy and its per-vproc state
     void *pol_state;
     const bool fifo;              // pol is kFifoPolicy: call its queue inline
-    bool stealing = false;        // Runtime::stealing (here: one byte for the dispatch path to test)
-    std::atomic<uint32_t> *rt_idle_vprocs = nullptr; // &Runtime::idle_vprocs
+    bool stealing = false;        // Runtime::stealing
     bool park_hooks = false;      // a park calls out: the blocking graph, or the policy's on_park
                                   //   (one byte for the park path to test; set in the constructor)
     TimerHeap timers;
@@ -171,7 +170,8 @@ struct Vproc {
     uint64_t busy_since = 0;      // first look of the current run of looks that found threads waiting (0: none)
     uint64_t give_not_before = 0; // after a look that found nothing to give: when to look again
     uint64_t give_backoff = 0;    // ... and the wait after the next such look
-    uint32_t share_countdown = kShareInterval;
+    uint32_t poll_reload = kPollInterval; // dispatches between dispatch_polls: kShareInterval when stealing
+    uint32_t looks = 0;           // dispatch_polls since the last full poll
     std::unique_ptr<Reactor> reactor; // made on the vproc's own kernel thread
     uint32_t io_waiters = 0;      // threads parked on a descriptor, an operation or the pool
     int tid = 0;                  // its kernel thread's id while it runs this vproc, for debuggers
@@ -183,8 +183,12 @@ struct Vproc {
     // the initial thread's to the bottom of the process stack, which every
     // weft stack lies below (weft-run aborted in __morestack at start-up).
     const void *ss_guard_before = nullptr;
-    Tcb *dead = nullptr;          // exited thread to reap after the next switch
-    Tcb *moving = nullptr;        // thread moving to another vproc (weft_migrate), handed over after the next switch
+    // What the context that runs after the next switch must finish: an
+    // exited thread to reap, or (kMovingTag set) a thread moving to another
+    // vproc (weft_migrate), to hand over now that it has switched out. One
+    // word, so the switch tests one load as it did before threads moved.
+    Tcb *dead = nullptr;
+    static constexpr uintptr_t kMovingTag = 1;
     uint32_t poll_countdown = kPollInterval;
     StackPool stacks;
     ChunkPool chunks;             // linked stacks' chunks (stack/linked.hpp)
@@ -224,13 +228,7 @@ struct Vproc {
     }
     Tcb *pick() { return fifo ? static_cast<FifoQueue *>(pol_state)->pop() : pol->pick(pol_state); }
     Tcb *pick_next() { // pick, polling first every kPollInterval dispatches
-        if (--poll_countdown == 0) {
-            poll_countdown = kPollInterval;
-            poll();
-        } else if (__builtin_expect(stealing, 0) && --share_countdown == 0) {
-            share_countdown = kShareInterval;
-            if (rt_idle_vprocs->load(std::memory_order_relaxed)) share_work();
-        }
+        if (--poll_countdown == 0) dispatch_poll();
         return pick();
     }
     // Switch away from the current thread, which the caller has already put
@@ -253,8 +251,10 @@ struct Vproc {
         if (fifo) static_cast<FifoQueue *>(pol_state)->push(t);
         else pol->enqueue(pol_state, t);
     }
+    void after_switch();          // reap `dead`, or hand a moving thread over
     void reap_dead();
-    void finish_move();           // hand `moving` to its new vproc, now that it has switched out
+    void finish_move(Tcb *t);     // hand t to its new vproc, now that it has switched out
+    void dispatch_poll();         // every poll_reload dispatches: look for idle vprocs, poll every kPollInterval
     // Work stealing: an idle vproc that asked for work, now claimed (nullptr:
     // none), and handing it ready threads ts[0..n), to run in that order.
     Vproc *claim_idle();
@@ -383,10 +383,7 @@ inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
     // Back on self (== cur), on its home vproc: `this` unless another vproc
     // has taken it meanwhile (work stealing).
     Vproc *vp = self->vp;
-    if (__builtin_expect((reinterpret_cast<uintptr_t>(vp->dead) | reinterpret_cast<uintptr_t>(vp->moving)) != 0, 0)) {
-        if (vp->dead) vp->reap_dead();
-        if (vp->moving) vp->finish_move();
-    }
+    if (vp->dead) vp->after_switch();
     *vp->errno_loc = self->saved_errno;
     return self;
 }
