@@ -290,6 +290,17 @@ class Server:
         return problem
 
 
+def thread_ids(pids):
+    """(pid, tid) of every thread of these processes that still exist."""
+    for p in pids:
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tids:
+            yield p, int(t)
+
+
 def proc_cpu_seconds(pids):
     """utime + stime of these processes (all their threads), in seconds."""
     tick = os.sysconf("SC_CLK_TCK")

@@ -387,20 +387,15 @@ class KeepAliveSampler:
 def schedstat(pids):
     """{tid: (name, cpu ns, run-queue wait ns)} of every thread of these processes."""
     out = {}
-    for p in pids:
+    for p, t in kb.thread_ids(pids):
         try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for t in tids:
-            try:
-                with open(f"/proc/{p}/task/{t}/schedstat") as f:
-                    cpu, wait = (int(x) for x in f.read().split()[:2])
-                with open(f"/proc/{p}/task/{t}/comm") as f:
-                    name = f.read().strip()
-                out[int(t)] = (name, cpu, wait)
-            except (OSError, ValueError):
-                pass
+            with open(f"/proc/{p}/task/{t}/schedstat") as f:
+                cpu, wait = (int(x) for x in f.read().split()[:2])
+            with open(f"/proc/{p}/task/{t}/comm") as f:
+                name = f.read().strip()
+            out[t] = (name, cpu, wait)
+        except (OSError, ValueError):
+            pass
     return out
 
 

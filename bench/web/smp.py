@@ -142,18 +142,13 @@ def thread_cpu(pids):
     """{(pid, tid): CPU seconds} of every thread of these processes."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
-    for p in pids:
+    for p, t in kb.thread_ids(pids):
         try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for t in tids:
-            try:
-                with open(f"/proc/{p}/task/{t}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                out[(p, int(t))] = (int(fields[11]) + int(fields[12])) / tick
-            except (OSError, IndexError, ValueError):
-                pass
+            with open(f"/proc/{p}/task/{t}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[(p, t)] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
     return out
 
 
