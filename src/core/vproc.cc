@@ -86,8 +86,6 @@ void Vproc::poll() {
         stats.io_waits.add(!reactor->cheap_poll());
         reactor->poll();
     }
-    // One load of a line that changes only when a vproc goes idle or wakes.
-    if (stealing && rt->idle_vprocs.load(std::memory_order_relaxed)) share_work();
 }
 
 // With stealing, every kShareInterval dispatches a look for idle vprocs
@@ -122,7 +120,7 @@ void Vproc::poll_local() {
 void Vproc::idle_wait() {
     uint64_t deadline = timers.next_deadline();
     busy_since = 0;
-    if (rt->stealing) ask_for_work();
+    if (stealing) ask_for_work();
     if (smp && rt->cfg.idle_spin_ns && spin_for_work(deadline)) {
         stop_asking();
         return;
@@ -163,7 +161,7 @@ void Vproc::ask_for_work() {
 }
 
 void Vproc::stop_asking() {
-    if (!rt->stealing) return;
+    if (!stealing) return;
     if (wants_work.exchange(0, std::memory_order_acq_rel)) {
         rt->idle_vprocs.fetch_sub(1, std::memory_order_relaxed);
         stats.steals_failed.add();
@@ -172,8 +170,7 @@ void Vproc::stop_asking() {
     }
 }
 
-// Called every kShareInterval dispatches (and at every poll) while some
-// vproc idles. Threads have waited here at every look for steal_after_ns:
+// Called every kShareInterval dispatches while some vproc idles. Threads have waited here at every look for steal_after_ns:
 // this vproc stays busy, so half of them (at most kGiveMax) go to an idle
 // vproc. Below that, a thread stays where it last ran, with its cache: a
 // vproc that keeps up with its work gives nothing. A look that finds only

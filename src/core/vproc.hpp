@@ -20,8 +20,8 @@
 //    inbox only in its own scheduler code, so a thread is never resumed
 //    before it has switched out, even when a remote waker made it ready early.
 //  - Work stealing moves the home, and only of a ready thread that has
-//    switched out: an idle vproc asks (wants_work), and a busy one, at a
-//    poll, gives it some of its ready threads through the same inbox —
+//    switched out: an idle vproc asks (wants_work), and a busy one, at its
+//    next look, gives it some of its ready threads through the same inbox —
 //    never its current thread, nor a pinned one (docs/stealing.md). Every
 //    run queue thus stays private to its vproc, as the policy contract says.
 //  - errno and the C++ exception state belong to the thread: saved and
@@ -69,7 +69,7 @@ inline constexpr uint32_t kPollInterval = 64;
 inline constexpr uint64_t kIdleSpinNs = 50000;
 
 // Work stealing (docs/stealing.md): how long a vproc must have had threads
-// waiting, at every poll, while another vproc idles, before it gives some
+// waiting, at every look, while another vproc idles, before it gives some
 // away (weft_config.steal_after_us); and the most it gives at once.
 inline constexpr uint64_t kStealAfterNs = 1000000;
 inline constexpr size_t kGiveMax = 64;
@@ -207,7 +207,7 @@ struct Vproc {
 
     // --- scheduling: called on this vproc only ---
     void run_loop();              // until the runtime stops
-    void poll();                  // drain the inbox, expire timers, reap I/O; give threads to an idle vproc
+    void poll();                  // drain the inbox, expire timers, reap I/O
     void poll_local();            // drain the inbox, expire timers
     // Threads parked for I/O are counted in io_waiters, so that the vproc
     // polls its reactor while they wait. A thread given to another vproc

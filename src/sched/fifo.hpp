@@ -38,23 +38,18 @@ struct FifoQueue {
     // go, from the head; `keep` and pinned threads stay at the head, in their
     // order. Looks at no more than 4 × max threads.
     size_t give(Tcb *keep, Tcb **out, size_t max) {
-        size_t n = 0, kept = 0;
-        Tcb *kept_head = nullptr, **kept_tail = &kept_head;
+        size_t n = 0;
+        FifoQueue kept;
         for (size_t looked = 0; n < max && head && looked < 4 * max; ++looked) {
             Tcb *t = pop();
-            if (t == keep || t->pinned) {
-                *kept_tail = t;
-                kept_tail = &t->next;
-                ++kept;
-            } else {
-                out[n++] = t;
-            }
+            if (t == keep || t->pinned) kept.push(t);
+            else out[n++] = t;
         }
-        if (kept_head) {
-            *kept_tail = head;
-            if (!head) tail = reinterpret_cast<Tcb *>(reinterpret_cast<char *>(kept_tail) - offsetof(Tcb, next));
-            head = kept_head;
-            count += kept;
+        if (kept.head) { // back in front of the rest
+            kept.tail->next = head;
+            if (!head) tail = kept.tail;
+            head = kept.head;
+            count += kept.count;
         }
         return n;
     }
