@@ -75,6 +75,24 @@ inline int run(int vprocs, std::function<void()> body) {
     });
 }
 
+// Sets an environment variable for one scope.
+class ScopedEnv {
+public:
+    ScopedEnv(const char *name, const char *value) : name_(name) {
+        if (const char *old = std::getenv(name)) old_ = old, had_ = true;
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (had_) setenv(name_, old_.c_str(), 1);
+        else unsetenv(name_);
+    }
+
+private:
+    const char *name_;
+    std::string old_;
+    bool had_ = false;
+};
+
 // For its scope, the runtimes a test starts do no work stealing (WEFT_STEAL=0):
 // for tests of where threads run without it.
 struct StealingOff {

@@ -889,24 +889,6 @@ TEST(RuntimeConfigTest, ExplicitFifoPolicyAndPinningAreAccepted) {
     EXPECT_EQ(2, r);
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
-public:
-    ScopedEnv(const char *name, const char *value) : name_(name) {
-        if (const char *old = std::getenv(name)) old_ = old, had_ = true;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (had_) setenv(name_, old_.c_str(), 1);
-        else unsetenv(name_);
-    }
-
-private:
-    const char *name_;
-    std::string old_;
-    bool had_ = false;
-};
-
 TEST(RuntimeConfigTest, WeftVprocsEnvironmentVariableIsHonoured) {
     weft_config cfg;
     weft_config_init(&cfg);

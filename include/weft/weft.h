@@ -120,6 +120,14 @@ typedef struct weft_config {
                             must have had threads waiting to run, while another vproc
                             idles, before it gives some away: below it, a thread keeps
                             the vproc (and the cache) it last ran on. */
+    int run_next;        /* 0: WEFT_RUN_NEXT; default 1. Under the FIFO policy, threads
+                            a thread creates run next on its vproc, in the order it
+                            created them, once it parks or yields; so does a joiner
+                            whose thread has just exited there: as calls and
+                            returns would, so a fork-join tree runs depth-first.
+                            Bounded: after 32 such threads in a row, the thread
+                            ready longest before them runs. -1 (or WEFT_RUN_NEXT=0):
+                            plain FIFO, threads run in the order they became ready. */
 } weft_config;
 
 /* Fill *cfg with "unset" values (zeros / NULL). */

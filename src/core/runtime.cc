@@ -267,6 +267,17 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
         return config_error("steal_after_us %s: expected 1..1000000 (0: WEFT_STEAL_AFTER_US)", "out of range");
     }
     if (steal_us) out->steal_after_ns = static_cast<uint64_t>(steal_us) * 1000u;
+
+    // run_next: 1 on, -1 off, 0 unset (then WEFT_RUN_NEXT: 0 or 1).
+    if (c.run_next < -1 || c.run_next > 1)
+        return config_error("run_next %s: expected 1 (on), -1 (off) or 0 (WEFT_RUN_NEXT)", "out of range");
+    out->run_next = c.run_next >= 0;
+    if (c.run_next == 0)
+        if (const char *e = std::getenv("WEFT_RUN_NEXT"); e && *e) {
+            if ((*e != '0' && *e != '1') || e[1])
+                return config_error("WEFT_RUN_NEXT=%s: expected 1 (on) or 0 (plain FIFO)", e);
+            out->run_next = *e == '1';
+        }
     return true;
 }
 

@@ -37,6 +37,7 @@ struct RuntimeConfig {
     bool steal = true;                 // WEFT_STEAL: idle vprocs take threads from busy ones
     bool steal_started = false;        // WEFT_STEAL=2: ... also threads that have run already
     uint64_t steal_after_ns = kStealAfterNs; // WEFT_STEAL_AFTER_US
+    bool run_next = true;              // WEFT_RUN_NEXT: FIFO runs new threads and returning joiners next
 
     // Offload workers: enough that a few slow disk reads or a blocking
     // sendfile do not hold up the others, few enough to cost nothing idle

@@ -62,7 +62,12 @@ WEFT_NO_STACK_CHECK void thread_start(void *p);
         SpinGuard g(self->join_lock, vp->smp);
         if (self->joiner && self->joiner->vp == vp) {
             self->exited = true;
-            wake(self->joiner, 0, vp->smp);
+            Tcb *j = self->joiner;
+            if (claim(j, vp->smp)) { // back to the joiner, as a return would be (run-next)
+                j->wake_result = 0;
+                j->state = ThreadState::Ready;
+                vp->enqueue_next(j);
+            }
             reaped = true;
         }
     }
@@ -189,8 +194,9 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     t->state = ThreadState::Ready;
     // (Not handed to an idle vproc here: a thread that talks to its creator
     // is best kept with it, and one that waits long enough to start is
-    // given away by share_work.)
-    if (target == vp) vp->enqueue_local(t);
+    // given away by share_work.) Run next, as a call would be: a fork-join
+    // tree then unfolds depth-first (sched/fifo.hpp).
+    if (target == vp) vp->enqueue_next(t);
     else target->push_remote(t);
     return 0;
 }

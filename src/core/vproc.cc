@@ -43,6 +43,7 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
         graph = new BlockingGraph(this, static_cast<uint32_t>(rt->cfg.graph_sample), rt->cfg.graph_depth);
     park_hooks = graph || (!fifo && pol->on_park);
     if (!rt->cfg.steal_started) pin_on_start = kPinnedRan;
+    run_next = fifo && rt->cfg.run_next;
     stealing = rt->stealing;
     if (stealing) poll_countdown = poll_reload = kShareInterval;
 }

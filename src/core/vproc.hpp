@@ -156,6 +156,7 @@ struct Vproc {
     const PolicyOps *pol;         // scheduling policy and its per-vproc state
     void *pol_state;
     const bool fifo;              // pol is kFifoPolicy: call its queue inline
+    bool run_next = false;        // fifo and RuntimeConfig::run_next: enqueue_next runs t next (sched/fifo.hpp)
     bool stealing = false;        // Runtime::stealing
     bool park_hooks = false;      // a park calls out: the blocking graph, or the policy's on_park
                                   //   (one byte for the park path to test; set in the constructor)
@@ -250,6 +251,13 @@ struct Vproc {
     void enqueue_local(Tcb *t) {
         if (fifo) static_cast<FifoQueue *>(pol_state)->push(t);
         else pol->enqueue(pol_state, t);
+    }
+    // A thread this vproc's current thread has just created, or a joiner its
+    // exiting child hands back to: next to run, as a call or a return would
+    // be (FIFO's run-next, bounded for fairness; other policies: enqueue).
+    void enqueue_next(Tcb *t) {
+        if (run_next) static_cast<FifoQueue *>(pol_state)->push_next(t);
+        else enqueue_local(t);
     }
     void after_switch();          // reap `dead`, or hand a moving thread over
     void reap_dead();
