@@ -10,10 +10,12 @@
 // the pool's hot cache instead of being faulted in and given back (fib(24),
 // 150,049 threads: 33 ns per thread instead of 3.3 us; docs/stealing.md).
 //
-// Fairness: run-next threads form a prefix of the queue (next_count long,
-// ending at next_last). Once kNextStreakMax of them in a row have run while
-// ordinary threads waited behind them, the oldest of those runs next, and
-// the prefix keeps its order. So ordinary threads keep at least one
+// Run-next threads wait in a list of their own, which pop looks at first:
+// the ordinary path pays one load and a branch for it.
+//
+// Fairness: once kNextStreakMax run-next threads in a row have run while
+// ordinary threads waited, the oldest ordinary thread runs next, and the
+// run-next list keeps its order. So ordinary threads keep at least one
 // dispatch in kNextStreakMax + 1, in FIFO order. (Queuing push_next at the
 // tail instead, once the streak was used up, turned the tree breadth-first
 // again under work stealing: thousands of live stacks, madvise and TLB
@@ -32,13 +34,14 @@
 namespace weft::detail {
 
 struct FifoQueue {
-    Tcb *head = nullptr; // next to run
-    Tcb *tail = nullptr; // most recently readied
-    size_t count = 0;
-    size_t next_count = 0;   // run-next threads at the head (a prefix; <= count)
-    Tcb *next_last = nullptr; // the prefix's last thread (nullptr: no prefix)
+    Tcb *head = nullptr;       // ordinary threads: next to run
+    Tcb *tail = nullptr;       //   ... most recently readied
+    size_t count = 0;          // every thread queued, run-next ones included
+    Tcb *next_head = nullptr;  // run-next threads, which run before the ordinary ones
+    Tcb *next_last = nullptr;  //   ... the last of them
+    size_t next_count = 0;
     Tcb *batch_last = nullptr; // the last run-next thread the running thread readied (see push_next)
-    uint32_t next_streak = 0; // run-next threads run in a row while ordinary ones waited
+    uint32_t next_streak = 0;  // run-next threads run in a row while ordinary ones waited
 
     static constexpr uint32_t kNextStreakMax = 32;
 
@@ -56,80 +59,34 @@ struct FifoQueue {
         if (Tcb *b = batch_last) { // after the running thread's earlier ones
             t->next = b->next;
             b->next = t;
-            if (tail == b) tail = t;
             if (next_last == b) next_last = t;
         } else {
-            t->next = head;
-            head = t;
-            if (!tail) tail = t;
-            if (!next_count) next_last = t;
+            t->next = next_head;
+            next_head = t;
+            if (!next_last) next_last = t;
         }
         batch_last = t;
         ++next_count;
         ++count;
     }
     Tcb *pop() {
-        Tcb *t = head;
-        if (!t) return nullptr;
-        batch_last = nullptr;
-        if (__builtin_expect(next_count != 0, 0)) {
-            if (count > next_count) { // ordinary threads wait behind the prefix
-                if (next_streak == kNextStreakMax) {
-                    next_streak = 0;
-                    return pop_after(next_last); // the oldest of them, once
-                }
-                ++next_streak;
-            } else {
-                next_streak = 0;
-            }
-            if (--next_count == 0) next_last = nullptr;
-        } else {
-            next_streak = 0;
-        }
-        head = t->next;
-        if (!head) tail = nullptr;
-        --count;
-        return t;
+        if (__builtin_expect(next_head != nullptr, 0)) return pop_next();
+        return pop_ordinary();
     }
+
     // Work stealing (PolicyOps::give). Ordinary threads go oldest first;
-    // then run-next threads, also oldest first: from the far end of the
-    // prefix, where in a fork-join tree wait the roots of the largest
-    // subtrees left (the newest, at the head, are the smallest, and the
+    // then run-next threads, also oldest first: from the far end of their
+    // list, where in a fork-join tree wait the roots of the largest
+    // subtrees left (the newest, at its head, are the smallest, and the
     // ones this vproc runs next). `keep` and pinned threads stay, in their
-    // order. Looks at no more than 4 × max threads.
+    // order. Looks at no more than 4 × max ordinary threads.
     size_t give(Tcb *keep, Tcb **out, size_t max) {
-        size_t n = 0, budget = 4 * max;
-        Tcb *pre = nullptr; // the prefix, taken off and reversed: oldest first
-        size_t taken = 0;
-        for (; taken < next_count && taken < budget; ++taken) {
-            Tcb *t = head;
-            head = t->next;
-            t->next = pre;
-            pre = t;
-        }
-        if (!head) tail = nullptr;
-        count -= taken;
-        next_count = 0;
-        batch_last = nullptr; // it may leave: the next push_next starts at the head
-        budget -= taken;
+        size_t n = 0;
         FifoQueue kept; // ordinary threads that stay, in order
-        for (; n < max && head && budget; --budget) {
-            Tcb *t = pop();
+        for (size_t looked = 0; n < max && head && looked < 4 * max; ++looked) {
+            Tcb *t = pop_ordinary();
             if (t == keep || t->pinned) kept.push(t);
             else out[n++] = t;
-        }
-        Tcb *rest = nullptr, *rest_last = nullptr; // prefix threads that stay, newest first again
-        size_t rest_count = 0;
-        while (Tcb *t = pre) {
-            pre = t->next;
-            if (n < max && t != keep && !t->pinned) {
-                out[n++] = t;
-            } else {
-                t->next = rest;
-                rest = t;
-                if (!rest_last) rest_last = t;
-                ++rest_count;
-            }
         }
         if (kept.head) { // back in front of the rest
             kept.tail->next = head;
@@ -137,22 +94,58 @@ struct FifoQueue {
             head = kept.head;
             count += kept.count;
         }
-        if (rest) { // and the prefix in front of them, still the prefix
-            rest_last->next = head;
-            if (!head) tail = rest_last;
-            head = rest;
-            count += rest_count;
-            next_count = rest_count;
+        batch_last = nullptr; // it may leave: the next push_next starts at the head
+        if (n == max || !next_head) return n;
+        Tcb *oldest_first = nullptr;
+        for (Tcb *t = next_head; t;) {
+            Tcb *after = t->next;
+            t->next = oldest_first;
+            oldest_first = t;
+            t = after;
         }
-        next_last = rest_last;
+        next_head = next_last = nullptr; // rebuilt from what stays, newest first again
+        size_t stay = 0;
+        for (Tcb *t = oldest_first; t;) {
+            Tcb *after = t->next;
+            if (n < max && t != keep && !t->pinned) {
+                out[n++] = t;
+            } else {
+                t->next = next_head;
+                next_head = t;
+                if (!next_last) next_last = t;
+                ++stay;
+            }
+            t = after;
+        }
+        count -= next_count - stay;
+        next_count = stay;
         return n;
     }
 
 private:
-    Tcb *pop_after(Tcb *p) { // p's successor, which exists
-        Tcb *t = p->next;
-        p->next = t->next;
-        if (tail == t) tail = p;
+    Tcb *pop_ordinary() {
+        Tcb *t = head;
+        if (!t) return nullptr;
+        head = t->next;
+        if (!head) tail = nullptr;
+        --count;
+        return t;
+    }
+    Tcb *pop_next() {
+        batch_last = nullptr;
+        if (head) { // ordinary threads wait
+            if (next_streak == kNextStreakMax) {
+                next_streak = 0;
+                return pop_ordinary(); // the oldest of them, once
+            }
+            ++next_streak;
+        } else {
+            next_streak = 0;
+        }
+        Tcb *t = next_head;
+        next_head = t->next;
+        if (!next_head) next_last = nullptr;
+        --next_count;
         --count;
         return t;
     }
