@@ -38,7 +38,6 @@ struct FifoQueue {
     Tcb *tail = nullptr;       //   ... most recently readied
     size_t count = 0;          // every thread queued, run-next ones included
     Tcb *next_head = nullptr;  // run-next threads, which run before the ordinary ones
-    Tcb *next_last = nullptr;  //   ... the last of them
     size_t next_count = 0;
     Tcb *batch_last = nullptr; // the last run-next thread the running thread readied (see push_next)
     uint32_t next_streak = 0;  // run-next threads run in a row while ordinary ones waited
@@ -59,11 +58,9 @@ struct FifoQueue {
         if (Tcb *b = batch_last) { // after the running thread's earlier ones
             t->next = b->next;
             b->next = t;
-            if (next_last == b) next_last = t;
         } else {
             t->next = next_head;
             next_head = t;
-            if (!next_last) next_last = t;
         }
         batch_last = t;
         ++next_count;
@@ -103,7 +100,7 @@ struct FifoQueue {
             oldest_first = t;
             t = after;
         }
-        next_head = next_last = nullptr; // rebuilt from what stays, newest first again
+        next_head = nullptr; // rebuilt from what stays, newest first again
         size_t stay = 0;
         for (Tcb *t = oldest_first; t;) {
             Tcb *after = t->next;
@@ -112,7 +109,6 @@ struct FifoQueue {
             } else {
                 t->next = next_head;
                 next_head = t;
-                if (!next_last) next_last = t;
                 ++stay;
             }
             t = after;
@@ -144,7 +140,6 @@ private:
         }
         Tcb *t = next_head;
         next_head = t->next;
-        if (!next_head) next_last = nullptr;
         --next_count;
         --count;
         return t;
