@@ -1,6 +1,7 @@
 # weft — top-level entry points. See README.md.
 #   make run    install what is missing, build, compare weft's servers and nginx on the study's web workload
 #   make test   install what is missing, build (plain and ASan+UBSan), run every test
+#   make test-tsan  the thread, sync, race and stealing tests under ThreadSanitizer (~4 min)
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*), its smp section included;
 #                     QUICK=1 for the ~5-minute version; `make bench` is the same
 #   make bench-smp    the suite's smp section alone (issue 15): Fig. 1 producer-consumer and a 10^6-thread fork-join
@@ -30,6 +31,10 @@
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+# The areas ThreadSanitizer checks (make test-tsan): threads, sync objects,
+# cross-vproc races and work stealing. Not yet the I/O area: see docs/stealing.md.
+TSAN_TESTS  = test_threads test_sync test_races test_steal
 JOBS       ?= $(shell nproc)
 DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib pkg-config liburing-dev curl httperf \
               libst-dev libboost-context-dev libboost-fiber-dev gcc-12-plugin-dev gdb graphviz
@@ -37,7 +42,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan bench bench-micro bench-smp bench-knot bench-stacks bench-graph bench-admission bench-overload bench-smp-web bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 bench-tap-fig8 fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan test-tsan bench bench-micro bench-smp bench-knot bench-stacks bench-graph bench-admission bench-overload bench-smp-web bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 bench-tap-fig8 fuzz install clean
 
 all: build
 
@@ -49,6 +54,10 @@ $(BUILD)/build.ninja:
 
 $(ASAN_BUILD)/build.ninja:
 	cmake -S . -B $(ASAN_BUILD) $(CMAKE_ARGS) -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF
+
+$(TSAN_BUILD)/build.ninja:
+	cmake -S . -B $(TSAN_BUILD) $(CMAKE_ARGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF \
+	      -DWEFT_BUILD_TOOLS=OFF
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -76,6 +85,12 @@ test-plain: build
 
 test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# ThreadSanitizer, weft threads as its fibers: any report fails the run.
+test-tsan: deps $(TSAN_BUILD)/build.ninja
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+	cd $(TSAN_BUILD)/tests && for t in $(TSAN_TESTS); do \
+	    echo "== $$t (ThreadSanitizer)"; TSAN_OPTIONS="halt_on_error=1 $$TSAN_OPTIONS" ./$$t --gtest_brief=1 || exit 1; done
 
 bench-micro: build
 	$(PYTHON) bench/micro/suite.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
@@ -200,4 +215,4 @@ install: build
 	@if [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -35,7 +35,9 @@ inline constexpr uint64_t kUs = 1000;
 inline constexpr uint64_t kMs = 1000 * kUs;
 inline constexpr uint64_t kSec = 1000 * kMs;
 
-#if defined(__SANITIZE_ADDRESS__)
+// ASan, and ThreadSanitizer (make test-tsan), which also allows at most
+// 8,128 threads and fibers alive at once.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;

@@ -15,6 +15,12 @@
 #else
 #define WEFT_ASAN 0
 #endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define WEFT_TSAN 1
+#else
+#define WEFT_TSAN 0
+#endif
 
 namespace weft::detail {
 
@@ -58,18 +64,45 @@ inline void context_init(Context *ctx, void *stack_hi, void (*entry)(void *), vo
 }
 
 // AddressSanitizer must be told about every stack switch (fiber API), or it
-// reports false stack-buffer overflows and loses track of fake stacks. In a
-// build without ASan these compile to nothing.
+// reports false stack-buffer overflows and loses track of fake stacks.
+// ThreadSanitizer keeps a context per fiber (TsanFiber, in the TCB): it is
+// told which one runs next, and a switch orders everything before it with
+// everything after (a thread that moves to another vproc takes its history
+// with it). In a build without either these compile to nothing.
 struct FiberSwitch {
 #if WEFT_ASAN
     void *fake_stack = nullptr;
-    void start(const void *to_lo, size_t to_size, bool from_dying) {
+    void start(const void *to_lo, size_t to_size, bool from_dying, void *) {
         __sanitizer_start_switch_fiber(from_dying ? nullptr : &fake_stack, to_lo, to_size);
     }
     void finish() { __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr); }
-#else
-    void start(const void *, size_t, bool) {}
+#elif WEFT_TSAN
+    void start(const void *, size_t, bool, void *to_fiber) { __tsan_switch_to_fiber(to_fiber, 0); }
     void finish() {}
+#else
+    void start(const void *, size_t, bool, void *) {}
+    void finish() {}
+#endif
+};
+
+// A thread's ThreadSanitizer context: made with the thread (or, for a
+// vproc's scheduler context, taken from its kernel thread), destroyed once
+// the thread is off its stack for good. Empty without TSan.
+struct TsanFiber {
+#if WEFT_TSAN
+    void *fiber = nullptr;
+    void make() { fiber = __tsan_create_fiber(0); }
+    void adopt_current() { fiber = __tsan_get_current_fiber(); }
+    void destroy() {
+        if (fiber) __tsan_destroy_fiber(fiber);
+        fiber = nullptr;
+    }
+    void *get() const { return fiber; }
+#else
+    void make() {}
+    void adopt_current() {}
+    void destroy() {}
+    void *get() const { return nullptr; }
 #endif
 };
 

@@ -94,7 +94,8 @@ void release_thread_slow(Tcb *t, Stack s);
 // hot list (the usual case), else out of line (cold list, or another vproc's
 // pool).
 inline void release_thread(Tcb *t) {
-    t->magic = 0; // stale handles now fail to resolve
+    __atomic_store_n(&t->magic, 0u, __ATOMIC_RELAXED); // stale handles now fail to resolve (read by others: check_slot_below)
+    t->tsan.destroy();
     Stack s = t->stack; // a copy: releasing reuses the memory t lives in
     StackPool &here = tls_vproc->stacks;
     if (__builtin_expect(s.owner == &here, 1) && here.release_hot(s)) return;

@@ -115,6 +115,7 @@ struct Tcb {
     // thread's, and every cancellation point reads its own.
     std::atomic<uint8_t> cancel{0};
     void *cleanup = nullptr;
+    [[no_unique_address]] TsanFiber tsan; // ThreadSanitizer builds: its fiber context (arch/context.hpp); else no bytes
 };
 
 // Where the TCB of a thread whose stack ends at `hi` lives: the top of the

@@ -11,9 +11,15 @@ namespace weft::detail {
 
 namespace {
 
+// Whether h still names t. A stale handle's TCB may be another thread's by
+// now, written on another vproc as we read: whole reads, either answer safe.
+bool names(const Tcb *t, weft_thread_t h) {
+    return __atomic_load_n(&t->magic, __ATOMIC_RELAXED) == kTcbMagic && __atomic_load_n(&t->id, __ATOMIC_RELAXED) == h._id;
+}
+
 Tcb *resolve(weft_thread_t h) {
     auto *t = static_cast<Tcb *>(h._tcb);
-    if (!t || t->magic != kTcbMagic || t->id != h._id) return nullptr;
+    if (!t || !names(t, h)) return nullptr;
     return t;
 }
 
@@ -22,7 +28,7 @@ Tcb *resolve(weft_thread_t h) {
 // thread may have ended and its stack been reused between resolve() and here.
 bool lock_joinable(Vproc *vp, Tcb *t, weft_thread_t h) {
     t->join_lock.lock(vp->smp);
-    if (t->magic == kTcbMagic && t->id == h._id && !t->detached && !t->joined) return true;
+    if (names(t, h) && !t->detached && !t->joined) return true;
     t->join_lock.unlock(vp->smp);
     return false;
 }
@@ -173,8 +179,8 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     // just below it.
     Tcb *t = new (tcb_at_top(st.hi())) Tcb;
     t->vp = target;
-    t->id = vp->next_thread_id();
-    t->magic = kTcbMagic;
+    __atomic_store_n(&t->id, vp->next_thread_id(), __ATOMIC_RELAXED); // (both read by stale handles' resolve,
+    __atomic_store_n(&t->magic, kTcbMagic, __ATOMIC_RELAXED);         //  and magic by a neighbour's check_slot_below)
     t->detached = attr && attr->detached;
     if (attr && attr->home_vproc >= 0) t->pinned = kPinnedHome;
     t->fn = fn;
@@ -183,6 +189,7 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     t->chunk = chunk;
     set_name(t, attr ? attr->name : nullptr);
     context_init(&t->ctx, t, thread_start, t);
+    t->tsan.make();
 
     rt->thread_started();
     ++vp->res_threads;

@@ -65,6 +65,7 @@ void Vproc::refill_thread_ids() {
 }
 
 void Vproc::run_loop() {
+    loop.tsan.adopt_current(); // (ThreadSanitizer builds) the kernel thread's own context
     for (;;) {
         poll_local(); // the reactor is reaped by idle_wait when nothing is ready
         if (Tcb *next = pick()) {

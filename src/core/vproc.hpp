@@ -302,7 +302,9 @@ struct Vproc {
     // neighbour's line is usually not in cache.
     void check_slot_below(Tcb *t) {
         if (!t->stack.slot_below) return;
-        uint32_t m = tcb_at_top(t->stack.red_page())->magic;
+        // (Another thread's TCB, perhaps freed meanwhile on another vproc:
+        // either value is fine, the read only has to be a whole one.)
+        uint32_t m = __atomic_load_n(&tcb_at_top(t->stack.red_page())->magic, __ATOMIC_RELAXED);
         if (__builtin_expect(m != kTcbMagic && m != 0, 0)) stack_overflow(t);
     }
 
@@ -384,7 +386,7 @@ inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
     if (__builtin_expect((reinterpret_cast<uintptr_t>(cur->chunk) | reinterpret_cast<uintptr_t>(next->chunk)) != 0, 0))
         switch_linked(cur, next);
     FiberSwitch fiber;
-    fiber.start(next->stack.lo, next->stack.size, cur->state == ThreadState::Dead);
+    fiber.start(next->stack.lo, next->stack.size, cur->state == ThreadState::Dead, next->tsan.get());
     static_assert(offsetof(Tcb, ctx) == 0, "the switch hands back &ctx as the Tcb");
     Tcb *self = reinterpret_cast<Tcb *>(context_switch(&cur->ctx, &next->ctx));
     fiber.finish();

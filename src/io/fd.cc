@@ -252,8 +252,12 @@ uint32_t wake_mask(uint8_t bits) {
 int arm_locked(Vproc *vp, FdState *s, int fd, uint32_t events) {
     WEFT_DCHECK_HOME(vp);
     if (s->closing) return 0; // fd_closed wakes the waiter
-    if (!s->reactor) s->reactor = vp->reactor.get();
-    return s->reactor->arm_from(vp, fd, s, events);
+    Reactor *r = s->owner();
+    if (!r) {
+        r = vp->reactor.get();
+        s->reactor.store(r, std::memory_order_relaxed);
+    }
+    return r->arm_from(vp, fd, s, events);
 }
 
 } // namespace
@@ -403,13 +407,13 @@ void fd_forget(Vproc *&vp, FdState *s, int fd) {
     // state would still be in s when the next file with this number is
     // armed — and that arm would find it "armed" and never be told of an
     // event (io_uring) — and the old poll would hold the file open.
-    Reactor *owner = s->reactor;
+    Reactor *owner = s->owner();
     if (owner && owner->disarm_is_remote(vp)) owner->disarm_from(vp, fd, s);
     {
         SpinGuard g(s->lock, vp->smp);
         take_all_waiters(s, vp->smp, woken, calls);
-        if (s->reactor && !s->reactor->disarm_is_remote(vp)) s->reactor->disarm_from(vp, fd, s);
-        s->reactor = nullptr;
+        if (Reactor *r = s->owner(); r && !r->disarm_is_remote(vp)) r->disarm_from(vp, fd, s);
+        s->reactor.store(nullptr, std::memory_order_relaxed);
         s->kind = FdKind::Unknown;
         s->closing = true;
         s->user_nonblock = s->weft_nonblock = false;

@@ -26,7 +26,7 @@ public:
     const char *name() const override { return "poll"; }
 
     int arm(int fd, FdState *s, uint32_t events) override {
-        if (s->reactor != this) return 0; // closed and re-armed elsewhere since it was queued
+        if (s->owner() != this) return 0; // closed and re-armed elsewhere since it was queued
         events &= POLLIN | POLLOUT | POLLPRI;
         if (s->backend_slot) {
             fds_[s->backend_slot - 1].events |= static_cast<short>(events);
@@ -102,7 +102,7 @@ private:
         }
         for (const Ready &r : ready_) {
             uint32_t still = io_ready(r.s, r.revents);
-            if (still && r.s->reactor == this) arm(r.fd, r.s, still);
+            if (still && r.s->owner() == this) arm(r.fd, r.s, still);
         }
     }
 
