@@ -97,11 +97,8 @@ private:
 
 // For its scope, the runtimes a test starts do no work stealing (WEFT_STEAL=0):
 // for tests of where threads run without it.
-struct StealingOff {
-    StealingOff() { setenv("WEFT_STEAL", "0", 1); }
-    ~StealingOff() { unsetenv("WEFT_STEAL"); }
-    StealingOff(const StealingOff &) = delete;
-    StealingOff &operator=(const StealingOff &) = delete;
+struct StealingOff : ScopedEnv {
+    StealingOff() : ScopedEnv("WEFT_STEAL", "0") {}
 };
 
 // Create a thread running fn. Returns weft_thread_create's result.

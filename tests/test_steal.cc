@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -140,31 +141,24 @@ TEST(Steal, TurnedOffNothingMoves) {
         return 0;
     };
     EXPECT_EQ(0, weft_main_config(&cfg, wt::detail::main_trampoline, &body));
-    setenv("WEFT_STEAL", "0", 1);
+    StealingOff env; // WEFT_STEAL=0
     cfg.steal = 0;
     EXPECT_EQ(0, weft_main_config(&cfg, wt::detail::main_trampoline, &body));
-    unsetenv("WEFT_STEAL");
 }
 
 TEST(Steal, BadSettingsAreRefused) {
-    for (const char *bad : {"3", "yes", "-1", "10"}) {
-        setenv("WEFT_STEAL", bad, 1);
-        weft_config cfg;
-        weft_config_init(&cfg);
-        errno = 0;
-        EXPECT_EQ(weft_main_config(&cfg, [](void *) { return 0; }, nullptr), -1) << bad;
-        EXPECT_EQ(errno, EINVAL) << bad;
-    }
-    unsetenv("WEFT_STEAL");
-    for (const char *bad : {"0", "1000001", "20us", "-5"}) {
-        setenv("WEFT_STEAL_AFTER_US", bad, 1);
-        weft_config cfg;
-        weft_config_init(&cfg);
-        errno = 0;
-        EXPECT_EQ(weft_main_config(&cfg, [](void *) { return 0; }, nullptr), -1) << bad;
-        EXPECT_EQ(errno, EINVAL) << bad;
-    }
-    unsetenv("WEFT_STEAL_AFTER_US");
+    auto refused = [](const char *var, std::initializer_list<const char *> values) {
+        for (const char *bad : values) {
+            ScopedEnv env(var, bad);
+            weft_config cfg;
+            weft_config_init(&cfg);
+            errno = 0;
+            EXPECT_EQ(weft_main_config(&cfg, [](void *) { return 0; }, nullptr), -1) << var << "=" << bad;
+            EXPECT_EQ(errno, EINVAL) << var << "=" << bad;
+        }
+    };
+    refused("WEFT_STEAL", {"3", "yes", "-1", "10"});
+    refused("WEFT_STEAL_AFTER_US", {"0", "1000001", "20us", "-5"});
     weft_config cfg;
     weft_config_init(&cfg);
     cfg.steal = 3;

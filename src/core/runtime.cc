@@ -71,6 +71,30 @@ constexpr size_t kMainStackSize = size_t{8} << 20;
     return false;
 }
 
+// A whole number lo..hi, digits only (no sign, no blanks). False on anything else.
+bool parse_number(const char *s, long lo, long hi, long *out) {
+    if (*s < '0' || *s > '9') return false;
+    char *end;
+    errno = 0;
+    long v = std::strtol(s, &end, 10);
+    if (*end || errno || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+// A 0/1 switch in the environment: "1" or "0" sets *on; unset or empty
+// leaves it. False, with the value in *bad, on anything else.
+bool env_switch(const char *name, bool *on, const char **bad) {
+    const char *e = std::getenv(name);
+    if (!e || !*e) return true;
+    if ((*e != '0' && *e != '1') || e[1]) {
+        *bad = e;
+        return false;
+    }
+    *on = *e == '1';
+    return true;
+}
+
 // "65536", "64K", "1M", "1G": bytes. False on anything else, overflow included.
 bool parse_size(const char *s, size_t *out) {
     if (*s < '0' || *s > '9') return false; // no sign, no blanks
@@ -108,12 +132,8 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
     // pin: 1 on, -1 off, 0 unset (then WEFT_PIN, which must be 0 or 1).
     if (c.pin < -1 || c.pin > 1) return config_error("pin %s: expected 1 (on), -1 (off) or 0 (WEFT_PIN)", "out of range");
     out->pin = c.pin > 0;
-    if (c.pin == 0)
-        if (const char *e = std::getenv("WEFT_PIN"); e && *e) {
-            if (std::strcmp(e, "0") != 0 && std::strcmp(e, "1") != 0)
-                return config_error("WEFT_PIN=%s: expected 0 or 1", e);
-            out->pin = *e == '1';
-        }
+    const char *bad = nullptr;
+    if (c.pin == 0 && !env_switch("WEFT_PIN", &out->pin, &bad)) return config_error("WEFT_PIN=%s: expected 0 or 1", bad);
 
     out->stack_size = c.stack_size;
     if (!out->stack_size) {
@@ -130,10 +150,8 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
     if (c.idle_spin_us > 0) out->idle_spin_ns = static_cast<uint64_t>(c.idle_spin_us) * 1000;
     else if (c.idle_spin_us == -1) out->idle_spin_ns = 0;
     else if (const char *e = std::getenv("WEFT_IDLE_SPIN_US"); e && *e) {
-        char *end;
-        errno = 0;
-        long v = std::strtol(e, &end, 10);
-        if (*end || errno || v < 0 || v > 1000000 || *e < '0' || *e > '9')
+        long v;
+        if (!parse_number(e, 0, 1000000, &v))
             return config_error("WEFT_IDLE_SPIN_US=%s: expected 0..1000000 (microseconds)", e);
         out->idle_spin_ns = static_cast<uint64_t>(v) * 1000;
     }
@@ -255,14 +273,8 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
     out->steal_started = steal == 2;
     long steal_us = c.steal_after_us;
     if (!steal_us) {
-        if (const char *e = std::getenv("WEFT_STEAL_AFTER_US"); e && *e) {
-            char *end;
-            errno = 0;
-            long v = std::strtol(e, &end, 10);
-            if (*end || errno || *e < '0' || *e > '9' || v < 1 || v > 1000000)
-                return config_error("WEFT_STEAL_AFTER_US=%s: expected 1..1000000 (microseconds)", e);
-            steal_us = v;
-        }
+        if (const char *e = std::getenv("WEFT_STEAL_AFTER_US"); e && *e && !parse_number(e, 1, 1000000, &steal_us))
+            return config_error("WEFT_STEAL_AFTER_US=%s: expected 1..1000000 (microseconds)", e);
     } else if (steal_us < 1 || steal_us > 1000000) {
         return config_error("steal_after_us %s: expected 1..1000000 (0: WEFT_STEAL_AFTER_US)", "out of range");
     }
@@ -272,12 +284,8 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
     if (c.run_next < -1 || c.run_next > 1)
         return config_error("run_next %s: expected 1 (on), -1 (off) or 0 (WEFT_RUN_NEXT)", "out of range");
     out->run_next = c.run_next >= 0;
-    if (c.run_next == 0)
-        if (const char *e = std::getenv("WEFT_RUN_NEXT"); e && *e) {
-            if ((*e != '0' && *e != '1') || e[1])
-                return config_error("WEFT_RUN_NEXT=%s: expected 1 (on) or 0 (plain FIFO)", e);
-            out->run_next = *e == '1';
-        }
+    if (c.run_next == 0 && !env_switch("WEFT_RUN_NEXT", &out->run_next, &bad))
+        return config_error("WEFT_RUN_NEXT=%s: expected 1 (on) or 0 (plain FIFO)", bad);
     return true;
 }
 

@@ -68,12 +68,7 @@ WEFT_NO_STACK_CHECK void thread_start(void *p);
         SpinGuard g(self->join_lock, vp->smp);
         if (self->joiner && self->joiner->vp == vp) {
             self->exited = true;
-            Tcb *j = self->joiner;
-            if (claim(j, vp->smp)) { // back to the joiner, as a return would be (run-next)
-                j->wake_result = 0;
-                j->state = ThreadState::Ready;
-                vp->enqueue_next(j);
-            }
+            if (claim(self->joiner, vp->smp)) make_ready_next(vp, self->joiner, 0); // as a return would (run-next)
             reaped = true;
         }
     }

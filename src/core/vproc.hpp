@@ -410,6 +410,14 @@ inline void make_ready(Tcb *t, int result) {
     else t->vp->push_remote(t);
 }
 
+// make_ready for a thread of the calling vproc vp that should run next
+// (Vproc::enqueue_next: a joiner its exiting child hands back to).
+inline void make_ready_next(Vproc *vp, Tcb *t, int result) {
+    t->wake_result = result;
+    t->state = ThreadState::Ready;
+    vp->enqueue_next(t);
+}
+
 uint64_t now_ns();
 
 } // namespace weft::detail
