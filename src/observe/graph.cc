@@ -306,18 +306,18 @@ void BlockingGraph::on_exit(Tcb *t) {
             n.visits.store(n.visits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         }
     }
-    t->graph = nullptr;
-    g->next_free = free_;
-    free_ = g;
+    release_record(t);
 }
 
-void BlockingGraph::on_migrate_out(Tcb *t) {
+void BlockingGraph::release_record(Tcb *t) {
     GraphThread *g = t->graph;
     if (!g) return;
     t->graph = nullptr;
     g->next_free = free_;
     free_ = g;
 }
+
+void BlockingGraph::on_migrate_out(Tcb *t) { release_record(t); }
 
 void BlockingGraph::on_migrate_in(Tcb *t) { new_record(t); }
 

@@ -135,6 +135,7 @@ public:
 
 private:
     GraphThread *new_record(Tcb *t); // a zeroed record for t, from the free list
+    void release_record(Tcb *t);     // t's record back to the free list (exit, or a move to another vproc)
     GraphNode &node_mut(uint32_t i) { return node_blocks_[i / kBlock][i % kBlock]; }
     GraphEdge &edge_mut(uint32_t i) { return edge_blocks_[i / kBlock][i % kBlock]; }
     // Index + 1 of the node, made if new; 0 when the graph is full.
