@@ -82,7 +82,8 @@ class ScopedEnv {
 public:
     ScopedEnv(const char *name, const char *value) : name_(name) {
         if (const char *old = std::getenv(name)) old_ = old, had_ = true;
-        setenv(name, value, 1);
+        if (value) setenv(name, value, 1);
+        else unsetenv(name); // nullptr: unset for the scope
     }
     ~ScopedEnv() {
         if (had_) setenv(name_, old_.c_str(), 1);

@@ -889,6 +889,16 @@ TEST(RuntimeConfigTest, ExplicitFifoPolicyAndPinningAreAccepted) {
     EXPECT_EQ(2, r);
 }
 
+// The CPUs the calling kernel thread may run on, counted independently of
+// weft's own code.
+int usable_cpus() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE; ++c) n += CPU_ISSET(c, &set) ? 1 : 0;
+    return n;
+}
+
 TEST(RuntimeConfigTest, WeftVprocsEnvironmentVariableIsHonoured) {
     weft_config cfg;
     weft_config_init(&cfg);
@@ -900,7 +910,49 @@ TEST(RuntimeConfigTest, WeftVprocsEnvironmentVariableIsHonoured) {
         cfg.vprocs = 0;
         EXPECT_EQ(3, weft_main(return_vproc_count, nullptr)); // weft_main reads it too
     }
-    EXPECT_EQ(1, start_with(cfg)); // unset again: the default
+    EXPECT_EQ(usable_cpus(), start_with(cfg)); // unset again: the default
+}
+
+TEST(RuntimeConfigTest, DefaultVprocsAreTheUsableCpus) {
+    ScopedEnv env("WEFT_VPROCS", nullptr);
+    weft_config cfg;
+    weft_config_init(&cfg);
+    const int cpus = usable_cpus();
+    ASSERT_GE(cpus, 1);
+    EXPECT_EQ(cpus, weft_default_vprocs());
+    EXPECT_EQ(cpus, start_with(cfg));
+    EXPECT_EQ(cpus, weft_main(return_vproc_count, nullptr));
+}
+
+TEST(RuntimeConfigTest, DefaultVprocsFollowTheAffinityMask) {
+    // On a kernel thread of its own, confined to one CPU (as `taskset -c`
+    // confines a process): one vproc, whatever the machine has.
+    int inside = -1, outside = -1;
+    std::thread k([&] {
+        ScopedEnv env("WEFT_VPROCS", nullptr);
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu(), &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+        outside = weft_default_vprocs();
+        weft_config cfg;
+        weft_config_init(&cfg);
+        inside = start_with(cfg);
+    });
+    k.join();
+    EXPECT_EQ(1, outside);
+    EXPECT_EQ(1, inside);
+}
+
+TEST(RuntimeConfigTest, DefaultVprocsReadTheEnvironment) {
+    {
+        ScopedEnv env("WEFT_VPROCS", "5");
+        EXPECT_EQ(5, weft_default_vprocs());
+    }
+    for (const char *v : {"", "0", "lots", "2000"}) { // unset, empty or bad: the CPUs (weft_main refuses bad ones)
+        ScopedEnv env("WEFT_VPROCS", v);
+        EXPECT_EQ(usable_cpus(), weft_default_vprocs()) << "WEFT_VPROCS=" << v;
+    }
 }
 
 TEST(RuntimeConfigTest, BadEnvironmentValuesReturnEinval) {

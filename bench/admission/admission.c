@@ -517,7 +517,10 @@ int main(int argc, char **argv) {
     int rc;
 #ifdef ADM_WEFT
     policy = getenv("WEFT_POLICY") && *getenv("WEFT_POLICY") ? getenv("WEFT_POLICY") : "fifo";
-    rc = weft_main(run, NULL);
+    weft_config cfg; /* one vproc, as the comparison says, unless WEFT_VPROCS asks */
+    weft_config_init(&cfg);
+    if (!getenv("WEFT_VPROCS") || !*getenv("WEFT_VPROCS")) cfg.vprocs = 1;
+    rc = weft_main_config(&cfg, run, NULL);
     if (rc < 0) {
         fprintf(stderr, "weft-admission: weft_main failed: %s\n", strerror(errno));
         return 1;

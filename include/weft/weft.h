@@ -61,7 +61,8 @@ extern "C" {
  * unset field takes its value from the environment variable named beside
  * it, else from the default. */
 typedef struct weft_config {
-    int vprocs;          /* WEFT_VPROCS; default 1. Kernel threads running user threads. */
+    int vprocs;          /* WEFT_VPROCS; default: the CPUs in the caller's affinity mask
+                            (weft_default_vprocs()). Kernel threads running user threads. */
     int pin;             /* 1 on, -1 off, 0: WEFT_PIN (0 or 1); default off. Pin vproc i
                             to the i-th CPU of the caller's affinity mask. */
     size_t stack_size;   /* WEFT_STACK_SIZE (bytes, K/M/G suffix, 16K..1G); default 64 KiB. */
@@ -140,6 +141,14 @@ void weft_config_init(weft_config *cfg);
  * kernel thread is already running weft) and prints the reason on stderr. */
 int weft_main(int (*fn)(void *), void *arg);
 int weft_main_config(const weft_config *cfg, int (*fn)(void *), void *arg);
+
+/* The number of vprocs weft_main starts when neither weft_config.vprocs
+ * nor a valid WEFT_VPROCS says otherwise: the CPUs the calling kernel
+ * thread's affinity mask allows (at most 1024), so `taskset -c 0 prog`
+ * runs one vproc. With a valid WEFT_VPROCS, its value. Works anywhere;
+ * servers call it to open one listening socket per vproc before
+ * weft_main. */
+int weft_default_vprocs(void);
 
 /* Number of vprocs of the running runtime and the caller's vproc index;
  * -1 outside weft_main. */

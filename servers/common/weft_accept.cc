@@ -160,6 +160,7 @@ int listen_sockets(const char *prog, std::string *listen, int vprocs, bool reuse
     socklen_t len = 0;
     struct sockaddr_storage addr = resolve(prog, *listen, &len);
     int count = 0;
+    if (vprocs == 0) vprocs = weft_default_vprocs(); // what weft_main will start
     const int want = vprocs > 1 && reuseport ? std::min(vprocs, max) : 1;
     for (int i = 0; i < want; ++i) {
         int fd = listen_on(prog, &addr, len, want > 1, *listen, SOCK_NONBLOCK); // later ones bind the first's port

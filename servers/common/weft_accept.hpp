@@ -48,7 +48,8 @@ std::string runtime_stats_json();
 
 // ---- start-up, the same in every weft server ----
 
-// The listening sockets for `vprocs` accept loops: one per vproc with
+// The listening sockets for `vprocs` accept loops (0: weft_default_vprocs(),
+// the number weft_main starts for a config with vprocs 0): one per vproc with
 // SO_REUSEPORT when there are several and reuseport allows, else one; all
 // O_NONBLOCK (accept_one wants that). *listen becomes the address bound
 // (the port the kernel chose for port 0). Exits, as listen_on does, when it

@@ -40,7 +40,7 @@ struct Options : weft::srv::CommonOptions {
     Mode mode = Mode::NB;
     int workers = 0;              // offload pool (0: the runtime's default)
     long cache_mb = 64;           // knot-c content cache
-    int vprocs = 1;
+    int vprocs = 0;               // 0: weft_default_vprocs()
     std::string access_log;       // empty: none
     bool reuseport = true;
 };

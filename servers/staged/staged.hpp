@@ -51,7 +51,7 @@ constexpr uint32_t kMaxRunBlocks = 16;    // the aggregator's longest merged rea
 
 // The flags every weft server has (common/cli.hpp), and weft-staged's own.
 struct Options : weft::srv::CommonOptions {
-    int vprocs = 1;
+    int vprocs = 0;                       // 0: weft_default_vprocs()
     long cache_mb = 64;                   // the blocks held in memory, all partitions
     bool reuseport = true;
 };

@@ -47,7 +47,7 @@ constexpr size_t kInBuf = 16384 + 2048; // a whole head (Limits::head_bytes) and
 static_assert(weft::http::Limits{}.head_bytes < kInBuf, "a connection's buffer holds a whole head");
 
 struct Options : weft::srv::CommonOptions {
-    int vprocs = 1;
+    int vprocs = 0; // 0: weft_default_vprocs()
     bool reuseport = true;
 };
 
@@ -62,7 +62,8 @@ void usage(FILE *out) {
         "                           a free one; [::1]:8080 for IPv6)\n"
         "  --root DIR               document root (default: the current directory)\n"
         "  --vprocs N               kernel threads, each with an event loop, an accept thread\n"
-        "                           and an SO_REUSEPORT socket (default 1)\n"
+        "                           and an SO_REUSEPORT socket (default: the usable CPUs, or\n"
+        "                           WEFT_VPROCS)\n"
         "  --fd-cache N             open files kept with their headers (default 4096)\n"
         "  --max-conns N            connections served at once; more get 503 (default 10000)\n"
         "  --max-requests N         requests per connection before it closes (default 1000)\n"

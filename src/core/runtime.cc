@@ -63,6 +63,15 @@ namespace {
 constexpr int kMaxVprocs = 1024;
 constexpr size_t kMainStackSize = size_t{8} << 20;
 
+// How many CPUs the caller's affinity mask lets it run on, at most
+// kMaxVprocs: the default number of vprocs. 1 when the mask cannot be read.
+int usable_cpu_count() {
+    cpu_set_t usable;
+    if (sched_getaffinity(0, sizeof usable, &usable) != 0) return 1;
+    int n = CPU_COUNT(&usable);
+    return n < 1 ? 1 : n > kMaxVprocs ? kMaxVprocs : n;
+}
+
 [[nodiscard]] bool config_error(const char *fmt, const char *value) {
     std::fprintf(stderr, "weft: ");
     std::fprintf(stderr, fmt, value);
@@ -80,6 +89,14 @@ bool parse_number(const char *s, long lo, long hi, long *out) {
     if (*end || errno || v < lo || v > hi) return false;
     *out = v;
     return true;
+}
+
+// WEFT_VPROCS's value: 0 when unset or empty, -1 when not a number in
+// 1..kMaxVprocs.
+int env_vprocs(const char *e) {
+    long v;
+    if (!e || !*e) return 0;
+    return parse_number(e, 1, kMaxVprocs, &v) ? static_cast<int>(v) : -1;
 }
 
 // A 0/1 switch in the environment: "1" or "0" sets *on; unset or empty
@@ -118,14 +135,10 @@ bool resolve_config(const weft_config *user, RuntimeConfig *out) {
 
     out->vprocs = c.vprocs;
     if (out->vprocs == 0) {
-        out->vprocs = 1;
-        if (const char *e = std::getenv("WEFT_VPROCS"); e && *e) {
-            char *end;
-            errno = 0;
-            long v = std::strtol(e, &end, 10);
-            if (*end || errno || v < 1 || v > kMaxVprocs) return config_error("WEFT_VPROCS=%s: expected 1..1024", e);
-            out->vprocs = static_cast<int>(v);
-        }
+        const char *e = std::getenv("WEFT_VPROCS");
+        out->vprocs = env_vprocs(e);
+        if (out->vprocs < 0) return config_error("WEFT_VPROCS=%s: expected 1..1024", e);
+        if (out->vprocs == 0) out->vprocs = usable_cpu_count();
     }
     if (out->vprocs < 1 || out->vprocs > kMaxVprocs) return config_error("vprocs %s: expected 1..1024", "out of range");
 
@@ -447,6 +460,11 @@ int weft_main_config(const weft_config *user, int (*fn)(void *), void *arg) {
     unbind_kernel_thread(vp0);
     errno = caller_errno;
     return rt->main_result;
+}
+
+int weft_default_vprocs(void) {
+    int n = env_vprocs(std::getenv("WEFT_VPROCS"));
+    return n > 0 ? n : usable_cpu_count();
 }
 
 int weft_vproc_count(void) {

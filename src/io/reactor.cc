@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/valgrind.hpp"
 #include "core/vproc.hpp"
 
 namespace weft::detail {
@@ -34,6 +35,12 @@ bool parse_io_backend(const char *s, IoBackend *out) {
 
 std::unique_ptr<Reactor> make_reactor(Vproc *vp, IoBackend wanted) {
     if (wanted == IoBackend::Poll) return make_poll_reactor(vp);
+    if (wanted == IoBackend::Uring && WEFT_ON_VALGRIND()) { // see core/valgrind.hpp
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true))
+            std::fprintf(stderr, "weft: under valgrind, a wait in io_uring_enter is never woken; using epoll\n");
+        wanted = IoBackend::Epoll;
+    }
     if (wanted == IoBackend::Uring) {
         if (auto r = make_uring_reactor(vp)) return r;
         static std::atomic<bool> said{false};

@@ -4,20 +4,7 @@
 
 #include <sys/mman.h>
 
-// Valgrind must be told where each stack is, or memcheck takes every access
-// to another thread's TCB (above that thread's frames, below the current
-// stack pointer as it sees it) for a wild read. The client request is a few
-// no-op instructions outside valgrind; the header is optional at build time.
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define WEFT_VALGRIND_STACK_REGISTER(lo, hi) VALGRIND_STACK_REGISTER(lo, hi)
-#define WEFT_VALGRIND_STACK_DEREGISTER(id) VALGRIND_STACK_DEREGISTER(id)
-#define WEFT_ON_VALGRIND() (RUNNING_ON_VALGRIND != 0)
-#else
-#define WEFT_VALGRIND_STACK_REGISTER(lo, hi) ((void)(lo), (void)(hi), 0u)
-#define WEFT_VALGRIND_STACK_DEREGISTER(id) ((void)(id))
-#define WEFT_ON_VALGRIND() false
-#endif
+#include "core/valgrind.hpp" // stacks are registered with valgrind
 
 #include <algorithm>
 #include <cstdio>

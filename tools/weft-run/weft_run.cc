@@ -30,7 +30,7 @@ constexpr const char *kLib = "libweft-posix.so";
                  "(docs/posix.md). The exit status is PROGRAM's.\n"
                  "\n"
                  "options:\n"
-                 "  --vprocs N         kernel threads running weft threads (WEFT_VPROCS; default 1)\n"
+                 "  --vprocs N         kernel threads running weft threads (WEFT_VPROCS; default: the usable CPUs)\n"
                  "  --io BACKEND       uring, epoll or poll (WEFT_IO; default uring)\n"
                  "  --report           at exit, print on stderr what the shim served and what it\n"
                  "                     passed to libc, naming calls weft has no equivalent for\n"
