@@ -33,8 +33,8 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 # The areas ThreadSanitizer checks (make test-tsan): threads, sync objects,
-# cross-vproc races and work stealing. Not yet the I/O area: see docs/stealing.md.
-TSAN_TESTS  = test_threads test_sync test_races test_steal
+# cross-vproc races, work stealing and the I/O wrappers (docs/stealing.md).
+TSAN_TESTS  = test_threads test_sync test_races test_steal test_io
 JOBS       ?= $(shell nproc)
 DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib pkg-config liburing-dev curl httperf \
               libst-dev libboost-context-dev libboost-fiber-dev gcc-12-plugin-dev gdb graphviz

@@ -42,6 +42,11 @@ inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
 #endif
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kTsan = true;
+#else
+inline constexpr bool kTsan = false;
+#endif
 
 // A workload size: `normal` in a plain build, `sanitized` under ASan.
 constexpr long scaled(long normal, long sanitized) { return kSanitized ? sanitized : normal; }

@@ -338,6 +338,9 @@ TEST_P(SocketTest, CloseWhileParkedWakesEveryWaiterWithEbadf) {
 // shutdown hung this way on epoll with 2 vprocs (1 run in 10 of its
 // ShutdownTest); here the window is hit rarely: a stress test, bounded.
 TEST_P(SocketTest, CloseRacingAThreadAboutToParkNeverStrandsIt) {
+    // The race with close(2) is the point; ThreadSanitizer reports exactly it
+    // (a close of a descriptor another thread is using).
+    if (kTsan) GTEST_SKIP() << "races close against use on purpose: ThreadSanitizer reports that race";
     const int rounds = int(scaled(1000, 200));
     int stranded = 0, wrong = 0;
     ASSERT_EQ(0, run([&] {

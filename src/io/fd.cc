@@ -106,7 +106,8 @@ uint32_t FdState::wanted() const {
 
 namespace {
 
-void classify(Vproc *vp, FdState *s, int fd) {
+// Once per descriptor: kept out of fd_state's fast path.
+[[gnu::noinline, gnu::cold]] void classify(Vproc *vp, FdState *s, int fd) {
     struct stat st;
     vp->stats.io_syscalls.add(2);
     int fl = fcntl(fd, F_GETFL);

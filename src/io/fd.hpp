@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "core/park.hpp"
+#include "core/relaxed.hpp"
 #include "io/reactor.hpp"
 
 namespace weft::detail {
@@ -67,9 +68,12 @@ struct IoWaiter {
 
 struct FdState {
     Spin lock;                       // guards the rest with several vprocs
-    FdKind kind = FdKind::Unknown;
-    bool user_nonblock = false;      // the program wants EAGAIN, not a park
-    bool weft_nonblock = false;      // weft set O_NONBLOCK on the file
+    // Written under the lock, read without it: a wrapper looks at them
+    // before it locks, and may race a weft_close on another vproc (then its
+    // system call fails with EBADF, or it parks and close wakes it).
+    Relaxed<FdKind> kind{FdKind::Unknown};
+    Relaxed<bool> user_nonblock{false}; // the program wants EAGAIN, not a park
+    Relaxed<bool> weft_nonblock{false}; // weft set O_NONBLOCK on the file
     // Registered with `reactor` (edge-triggered backends): written by that
     // reactor's vproc; read, like `reactor`, by an earlier owner reaping a
     // removed poll's last completion.

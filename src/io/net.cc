@@ -80,10 +80,11 @@ bool demote_to_pollable(Vproc *vp, FdState *s, int fd, ssize_t r) {
 
 ssize_t do_readv(Vproc *&vp, int fd, iovec *iov, int cnt, const void *site) {
     FdState *s = fd_state(vp, fd);
-    if (!s || s->kind == FdKind::Unknown) return sys(readv(fd, iov, cnt)); // EBADF, or out of range
+    const FdKind kind = s ? FdKind(s->kind) : FdKind::Unknown; // read once (a close may reset it)
+    if (kind == FdKind::Unknown) return sys(readv(fd, iov, cnt)); // EBADF, or out of range
     size_t want = iov_total(iov, cnt);
     if (want == 0) return 0; // read(2) of nothing returns 0 at once, even on an empty socket
-    if (s->kind == FdKind::File) return file_rw(vp, s, fd, false, iov, cnt, -1, site);
+    if (kind == FdKind::File) return file_rw(vp, s, fd, false, iov, cnt, -1, site);
     CallDeadline dl;
     for (;;) {
         ssize_t r = retry_on_fd(vp, s, fd, POLLIN, want, [&] { return try_readv(s, fd, iov, cnt); }, dl, site);
@@ -97,12 +98,13 @@ ssize_t do_readv(Vproc *&vp, int fd, iovec *iov, int cnt, const void *site) {
 // returns the progress.
 ssize_t do_writev(Vproc *&vp, int fd, const iovec *iov_in, int cnt, const void *site) {
     FdState *s = fd_state(vp, fd);
-    if (!s || s->kind == FdKind::Unknown) {
+    const FdKind kind = s ? FdKind(s->kind) : FdKind::Unknown; // read once (a close may reset it)
+    if (kind == FdKind::Unknown) {
         ssize_t r = sys(writev(fd, iov_in, cnt));
         if (r == -EPIPE) consume_sigpipe();
         return r;
     }
-    if (s->kind == FdKind::File) return file_rw(vp, s, fd, true, iov_in, cnt, -1, site);
+    if (kind == FdKind::File) return file_rw(vp, s, fd, true, iov_in, cnt, -1, site);
     IovCopy copy(iov_in, cnt);
     iovec *iov = copy.data();
     size_t total = iov_total(iov, cnt), done = 0;

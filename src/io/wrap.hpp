@@ -36,14 +36,16 @@ ssize_t retry_on_fd(Vproc *&vp, FdState *s, int fd, uint32_t ev, size_t want, At
     // appointment clock makes it on the thread's behalf (sched/tap.hpp).
     // (A descriptor the program made non-blocking is its own event loop's:
     // those calls never wait and are made at once.)
-    if (__builtin_expect(vp->tap != nullptr, 0) && !s->user_nonblock) {
+    // Read once: the program's O_NONBLOCK as the call began.
+    const bool nonblock = s->user_nonblock;
+    if (__builtin_expect(vp->tap != nullptr, 0) && !nonblock) {
         using A = std::remove_reference_t<Attempt>;
         return tap_net(vp, s, fd, ev, want, [](void *a) -> ssize_t { return (*static_cast<A *>(a))(); },
                        const_cast<void *>(static_cast<const void *>(&attempt)), dl, site);
     }
     for (;;) {
         uint32_t seq = s->seq.load(std::memory_order_acquire);
-        if (s->user_nonblock || (s->ready.load(std::memory_order_relaxed) & FdState::dir_bit(ev))) {
+        if (nonblock || (s->ready.load(std::memory_order_relaxed) & FdState::dir_bit(ev))) {
             vp->stats.io_syscalls.add();
             ssize_t r = attempt();
             if (r >= 0) {
@@ -51,7 +53,7 @@ ssize_t retry_on_fd(Vproc *&vp, FdState *s, int fd, uint32_t ev, size_t want, At
                 return r;
             }
             if (r != -EAGAIN && r != -EWOULDBLOCK) return r;
-            if (s->user_nonblock) return r;
+            if (nonblock) return r;
         }
         if (int e = wait_fd(vp, s, fd, ev, seq, dl, site)) return -e;
     }
