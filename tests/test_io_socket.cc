@@ -329,6 +329,49 @@ TEST_P(SocketTest, CloseWhileParkedWakesEveryWaiterWithEbadf) {
     EXPECT_EQ(EBADF, we) << strerror(we);
 }
 
+// Two threads on two vprocs meet a blocking pipe for the first time at once.
+// weft classifies a descriptor at first sight and makes a pipe non-blocking
+// for itself; had both classified it, the second would have read back the
+// first's O_NONBLOCK as the program's and returned EAGAIN from a blocking
+// read. Both must block until data comes, and get one byte each. Many
+// rounds: the window is a few system calls wide.
+TEST_P(SocketTest, APipeMetOnTwoVprocsAtOnceStaysBlockingForBoth) {
+    if (vprocs() < 2) GTEST_SKIP() << "needs two vprocs";
+    const int rounds = int(scaled(300, 100));
+    int eagain = 0, wrong = 0;
+    ASSERT_EQ(0, run([&] {
+        for (int r = 0; r < rounds; ++r) {
+            int p[2];
+            ASSERT_EQ(0, pipe(p)) << strerror(errno); // not weft_pipe: weft first sees it in the reads
+            std::atomic<int> arrived{0};
+            int got[2] = {0, 0}, err[2] = {0, 0};
+            weft_thread_t t[2];
+            for (int i = 0; i < 2; ++i)
+                ASSERT_EQ(0, spawn_on(&t[i], i, [&, i] {
+                    arrived.fetch_add(1);
+                    while (arrived.load() < 2) weft_yield(); // start the reads together
+                    char c = 0;
+                    got[i] = int(weft_read(p[0], &c, 1));
+                    err[i] = errno;
+                    return nullptr;
+                }));
+            while (arrived.load() < 2) weft_yield();
+            EXPECT_EQ(0, weft_sleep_ns(200 * kUs)); // both are parked by now, or returned wrongly
+            EXPECT_EQ(2, weft_write(p[1], "ab", 2));
+            join(t[0]);
+            join(t[1]);
+            for (int i = 0; i < 2; ++i) {
+                if (got[i] == -1 && err[i] == EAGAIN) ++eagain;
+                else if (got[i] != 1) ++wrong;
+            }
+            weft_close(p[0]);
+            weft_close(p[1]);
+        }
+    }));
+    EXPECT_EQ(0, eagain) << "blocking reads that returned EAGAIN in " << rounds << " rounds";
+    EXPECT_EQ(0, wrong);
+}
+
 // weft_close racing a thread parked, or about to park, on the descriptor on
 // another vproc: the waiter may link after the close forgot the state (woken
 // by it, weft_poll looks again at once) and before close(2) — too late to be woken with EBADF, and its arm would go

@@ -106,44 +106,54 @@ uint32_t FdState::wanted() const {
 
 namespace {
 
-// Once per descriptor: kept out of fd_state's fast path.
+// Once per descriptor, under its lock: two threads meeting a descriptor
+// for the first time on two vprocs must not both classify it — the second
+// would read back the O_NONBLOCK the first just set and take it for the
+// program's. The flags are stored before `kind`, which readers test first
+// without the lock. Kept out of fd_state's fast path.
 [[gnu::noinline, gnu::cold]] void classify(Vproc *vp, FdState *s, int fd) {
+    SpinGuard g(s->lock, vp->smp);
+    if (s->kind != FdKind::Unknown) return; // another thread was first
     struct stat st;
     vp->stats.io_syscalls.add(2);
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fstat(fd, &st) != 0) return; // stays Unknown: the call itself reports EBADF
-    s->user_nonblock = fl & O_NONBLOCK;
-    s->weft_nonblock = false;
-    s->direct = false;
+    const bool user_nonblock = fl & O_NONBLOCK;
+    bool weft_nonblock = false, direct = false;
+    FdKind kind;
     if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode)) {
-        s->kind = FdKind::File;
-        s->direct = fl & O_DIRECT;
+        kind = FdKind::File;
+        direct = fl & O_DIRECT;
     } else if (S_ISFIFO(st.st_mode)) {
         // A pipe: made non-blocking, as a socket is, for the cheaper plain
         // read/write — except the standard descriptors, which a shell often
         // shares with other processes that expect blocking mode: those keep
         // it and use RWF_NOWAIT per call (docs/io.md).
-        s->kind = FdKind::Pipe;
-        if (fd > 2 && !s->user_nonblock) {
+        kind = FdKind::Pipe;
+        if (fd > 2 && !user_nonblock) {
             vp->stats.io_syscalls.add();
-            if (fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0) s->weft_nonblock = true;
+            weft_nonblock = fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
         }
     } else if (S_ISSOCK(st.st_mode)) {
         int type = 0;
         socklen_t len = sizeof type;
         vp->stats.io_syscalls.add();
         getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len);
-        s->kind = type == SOCK_STREAM ? FdKind::Stream : FdKind::Socket;
+        kind = type == SOCK_STREAM ? FdKind::Stream : FdKind::Socket;
     } else {
         // A tty, an eventfd, a character device: pollable, but without a
         // per-call non-blocking flag. weft makes it non-blocking itself.
-        s->kind = FdKind::Pollable;
-        if (!s->user_nonblock) {
+        kind = FdKind::Pollable;
+        if (!user_nonblock) {
             vp->stats.io_syscalls.add();
-            if (fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0) s->weft_nonblock = true;
+            weft_nonblock = fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
         }
     }
+    s->user_nonblock = user_nonblock;
+    s->weft_nonblock = weft_nonblock;
+    s->direct = direct;
     s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
+    s->kind = kind; // last: a reader that sees it sees the rest
 }
 
 } // namespace
@@ -159,12 +169,12 @@ void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonbl
     FdState *s = vp->rt->fds.get(fd);
     if (!s) return;
     SpinGuard g(s->lock, vp->smp);
-    s->kind = k;
     s->closing = false; // a new file with the number: fd_closed leaves it be
     s->user_nonblock = user_nonblock;
     s->weft_nonblock = weft_nonblock;
     s->file = 0; // a new open file (fd_dup sets it for a dup)
     s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
+    s->kind = k; // last, as in classify
 }
 
 void fd_dup(Vproc *vp, int from, int to) {
@@ -174,7 +184,7 @@ void fd_dup(Vproc *vp, int from, int to) {
     if (!s->file) s->file = next_file.fetch_add(1, std::memory_order_relaxed) + 1;
     fd_created(vp, to, s->kind, s->user_nonblock, s->weft_nonblock);
     d->file = s->file;
-    d->direct = s->direct;
+    d->direct = bool(s->direct);
 }
 
 // ---- deadlines -------------------------------------------------------------

@@ -78,7 +78,7 @@ struct FdState {
     // reactor's vproc; read, like `reactor`, by an earlier owner reaping a
     // removed poll's last completion.
     std::atomic<bool> armed{false};
-    bool direct = false;             // a File opened O_DIRECT: every transfer goes to the device
+    Relaxed<bool> direct{false};     // a File opened O_DIRECT: every transfer goes to the device
     bool closing = false;            // forgotten, close(2) not yet done: waiters link unarmed (fd_closed)
     uint32_t file = 0;               // open file description shared with a dup (0: not shared)
     std::atomic<uint8_t> ready{kReadable | kWritable}; // not known to be unready
