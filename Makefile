@@ -1,7 +1,7 @@
 # weft — top-level entry points. See README.md.
 #   make run    install what is missing, build, compare weft's servers and nginx on the study's web workload
 #   make test   install what is missing, build (plain and ASan+UBSan), run every test
-#   make test-tsan  the thread, sync, race and stealing tests under ThreadSanitizer (~4 min)
+#   make test-tsan  the thread, sync, race, stealing and I/O tests under ThreadSanitizer (~7 min)
 #   make bench-micro  the microbenchmark suite against the peers (results/micro.*), its smp section included;
 #                     QUICK=1 for the ~5-minute version; `make bench` is the same
 #   make bench-smp    the suite's smp section alone (issue 15): Fig. 1 producer-consumer and a 10^6-thread fork-join

@@ -266,7 +266,7 @@ int arm_locked(Vproc *vp, FdState *s, int fd, uint32_t events) {
     Reactor *r = s->owner();
     if (!r) {
         r = vp->reactor.get();
-        s->reactor.store(r, std::memory_order_relaxed);
+        s->reactor = r;
     }
     return r->arm_from(vp, fd, s, events);
 }
@@ -424,7 +424,7 @@ void fd_forget(Vproc *&vp, FdState *s, int fd) {
         SpinGuard g(s->lock, vp->smp);
         take_all_waiters(s, vp->smp, woken, calls);
         if (Reactor *r = s->owner(); r && !r->disarm_is_remote(vp)) r->disarm_from(vp, fd, s);
-        s->reactor.store(nullptr, std::memory_order_relaxed);
+        s->reactor = nullptr;
         s->kind = FdKind::Unknown;
         s->closing = true;
         s->user_nonblock = s->weft_nonblock = false;

@@ -77,7 +77,7 @@ struct FdState {
     // Registered with `reactor` (edge-triggered backends): written by that
     // reactor's vproc; read, like `reactor`, by an earlier owner reaping a
     // removed poll's last completion.
-    std::atomic<bool> armed{false};
+    Relaxed<bool> armed{false};
     Relaxed<bool> direct{false};     // a File opened O_DIRECT: every transfer goes to the device
     bool closing = false;            // forgotten, close(2) not yet done: waiters link unarmed (fd_closed)
     uint32_t file = 0;               // open file description shared with a dup (0: not shared)
@@ -86,14 +86,12 @@ struct FdState {
     // The reactor it is armed in. Written under the lock; read without it by
     // that reactor's vproc, which may still reap a completion of a poll
     // removed while another vproc forgot the descriptor (fd_forget).
-    std::atomic<Reactor *> reactor{nullptr};
-    Reactor *owner() const { return reactor.load(std::memory_order_relaxed); }
-    bool is_armed() const { return armed.load(std::memory_order_relaxed); }
-    void set_armed(bool on) { armed.store(on, std::memory_order_relaxed); }
+    Relaxed<Reactor *> reactor{nullptr};
+    Reactor *owner() const { return reactor; }
     IoWaiter *head = nullptr, *tail = nullptr;
     uint32_t backend_slot = 0;       // the poll backend's index + 1 (0: none)
     uint32_t backend_events = 0;     // interest the poll backend holds
-    std::atomic<uint8_t> backend_gen{0}; // the io_uring backend's poll generation (tags its completions; read like `armed`)
+    Relaxed<uint8_t> backend_gen{0}; // the io_uring backend's poll generation (tags its completions; read like `armed`)
     int backend_fd = -1;             // the descriptor, for a backend re-arming from a completion
 
     // ready bits. kReadable/kWritable: an attempt may succeed. The "ended"

@@ -27,23 +27,23 @@ public:
     bool arm_is_thread_safe() const override { return true; }
 
     int arm(int fd, FdState *s, uint32_t) override {
-        if (s->is_armed()) return 0;
+        if (s->armed) return 0;
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
         ev.data.ptr = s;
         vp->stats.io_syscalls.add();
         if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST) {
-            s->set_armed(true);
+            s->armed = true;
             return 0;
         }
         return errno; // EBADF: closed; EPERM: not pollable
     }
 
     void disarm(int fd, FdState *s) override {
-        if (!s->is_armed()) return;
+        if (!s->armed) return;
         vp->stats.io_syscalls.add();
         epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); // a dup'ed file would stay registered
-        s->set_armed(false);
+        s->armed = false;
     }
 
     void poll() override { collect(0); }

@@ -49,7 +49,7 @@ constexpr uint64_t kGenShift = 1, kGenMask = 3; // FdState is 8-aligned: bits 1-
 static_assert(alignof(FdState) >= 8);
 
 uint64_t poll_tag(const FdState *s) {
-    return reinterpret_cast<uint64_t>(s) | (uint64_t{s->backend_gen.load(std::memory_order_relaxed)} << kGenShift);
+    return reinterpret_cast<uint64_t>(s) | (uint64_t{uint8_t(s->backend_gen)} << kGenShift);
 }
 
 class UringReactor final : public Reactor {
@@ -67,16 +67,15 @@ public:
     int arm(int fd, FdState *s, uint32_t events) override {
         if (s->owner() != this) return 0; // closed and armed elsewhere since it was queued
         events &= POLLIN | POLLOUT | POLLPRI;
-        if (s->is_armed()) {
+        if (s->armed) {
             if ((s->backend_events & events) == events) return 0;
             events |= s->backend_events; // widen: replace the poll
             remove_poll(s);
         }
-        s->backend_gen.store(static_cast<uint8_t>((s->backend_gen.load(std::memory_order_relaxed) + 1) & kGenMask),
-                             std::memory_order_relaxed);
+        s->backend_gen = static_cast<uint8_t>((s->backend_gen + 1) & kGenMask);
         s->backend_events = events;
         s->backend_fd = fd;
-        s->set_armed(true);
+        s->armed = true;
         io_uring_sqe *sqe = sqe_get();
         // RDHUP with POLLIN: the peer's FIN is remembered (FdState::kReadEnded)
         io_uring_prep_poll_multishot(sqe, fd, events | (events & POLLIN ? POLLRDHUP : 0u));
@@ -88,9 +87,9 @@ public:
     // removal to the kernel at once so that the close that follows releases
     // the file (a peer must see the connection end).
     void disarm(int, FdState *s) override {
-        if (!s->is_armed()) return;
+        if (!s->armed) return;
         remove_poll(s);
-        s->set_armed(false);
+        s->armed = false;
         s->backend_events = 0;
         submit_now();
     }
@@ -227,10 +226,10 @@ private:
         }
         auto *s = reinterpret_cast<FdState *>(ud & ~(kGenMask << kGenShift));
         if (cqe->res == -ECANCELED) return; // removed
-        if (s->owner() != this || !s->is_armed() || ud != poll_tag(s)) return; // a removed poll's last word
+        if (s->owner() != this || !s->armed || ud != poll_tag(s)) return; // a removed poll's last word
         const bool more = cqe->flags & IORING_CQE_F_MORE;
         if (!more) {
-            s->set_armed(false);
+            s->armed = false;
             s->backend_events = 0;
         }
         uint32_t revents = cqe->res < 0 ? POLLERR : static_cast<uint32_t>(cqe->res);
