@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -168,6 +169,15 @@ inline uint64_t parks(int reason) { return stats(-1).parks[reason]; }
 inline bool wait_parks(int reason, uint64_t n) {
     return wait_until([&] { return parks(reason) >= n; });
 }
+
+// The policy WEFT_POLICY names (the suites run again under cohort, resource
+// and tap): tests of one policy's order check it.
+inline bool policy_is(const char *name) {
+    const char *p = std::getenv("WEFT_POLICY");
+    if (!p || !*p) p = "fifo";
+    return !std::strcmp(p, name);
+}
+inline bool fifo_policy() { return policy_is("fifo"); }
 
 class OnVprocs : public ::testing::TestWithParam<int> {
 protected:

@@ -129,6 +129,7 @@ TEST(GraphWalk, ADeepRecursionGivesOneReturnAddressAllTheWay) {
 
 // --- the resource-aware policy's scheduler on synthetic forecasts ---
 
+#include "sched/fifo.hpp"
 #include "sched/resource.hpp"
 
 namespace {
@@ -146,6 +147,48 @@ Forecast acquires_heap(double bytes) {
 }
 
 } // namespace
+
+// FIFO's give (work stealing) takes the oldest of the run-next list's
+// first 4 x max threads: one thread that creates 10,000 in a burst must not
+// make every give walk them all. Nothing is lost or reordered: the rest run
+// in the order they were readied.
+TEST(FifoPolicy, GiveLooksAtABoundedPartOfALongRunNextList) {
+    constexpr size_t n = 10000, max = 64;
+    std::vector<Tcb> t(n);
+    FifoQueue q;
+    for (auto &x : t) q.push_next(&x);
+    Tcb *out[max];
+    ASSERT_EQ(max, q.give(nullptr, out, max));
+    for (size_t i = 0; i < max; ++i) // the oldest of the first 256: 192..255, oldest first
+        EXPECT_EQ(&t[4 * max - 1 - i], out[i]) << i;
+    EXPECT_EQ(n - max, q.count);
+    EXPECT_EQ(n - max, q.next_count);
+    for (size_t i = 0; i < n; ++i) {
+        if (i >= 3 * max && i < 4 * max) continue; // given
+        ASSERT_EQ(&t[i], q.pop()) << i;
+    }
+    EXPECT_EQ(nullptr, q.pop());
+    EXPECT_EQ(0u, q.count);
+}
+
+// A short run-next list (a fork-join tree's: about its depth) is given from
+// its far end, the roots of the largest subtrees; pinned threads and the
+// running one stay.
+TEST(FifoPolicy, GiveTakesTheFarEndOfAShortRunNextList) {
+    Tcb t[6]{};
+    FifoQueue q;
+    for (auto &x : t) q.push_next(&x);
+    t[0].pinned = 1;
+    Tcb *out[3];
+    ASSERT_EQ(3u, q.give(&t[1], out, 3));
+    EXPECT_EQ(&t[5], out[0]);
+    EXPECT_EQ(&t[4], out[1]);
+    EXPECT_EQ(&t[3], out[2]);
+    EXPECT_EQ(&t[0], q.pop());
+    EXPECT_EQ(&t[1], q.pop());
+    EXPECT_EQ(&t[2], q.pop());
+    EXPECT_EQ(nullptr, q.pop());
+}
 
 TEST(ResourcePolicy, ThreadsOfOneNodeRunFirstInFirstOut) {
     ResourceScheduler s;

@@ -411,7 +411,9 @@ TEST_P(SocketTest, CloseRacingAThreadAboutToParkNeverStrandsIt) {
             }));
             // parked (poll looks again when woken: the close's wake sends it
             // straight back in, inside the window), or about to park
-            if (r % 4 < 2) ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+            if (r % 4 < 2) {
+                ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+            }
             while (!started.load()) weft_yield();
             for (int spin = r % 37 * 40; spin > 0; --spin) __asm__ volatile("pause");
             EXPECT_EQ(0, weft_close(l));

@@ -1,4 +1,4 @@
-// Mutex: kinds, error codes, timed locks, FIFO hand-off, mutual exclusion.
+// Mutex: kinds, error codes, timed locks, FIFO wake-ups, no starvation, mutual exclusion.
 #include <atomic>
 #include <cerrno>
 #include <vector>
@@ -317,31 +317,120 @@ TEST_P(MutexTest, WaitersAcquireInFifoOrder) {
     EXPECT_EQ(expected, order);
 }
 
-// A late arrival cannot take a mutex that was handed to a parked waiter.
-TEST_P(MutexTest, UnlockHandsTheMutexToTheFirstWaiterNotToALateTrylock) {
+// An unlock with a waiter releases the mutex and wakes the waiter to take
+// it: the running thread may take it again first (no convoy), and the
+// woken waiter then goes back to the head of the queue, not the tail.
+TEST_P(MutexTest, UnlockWakesTheFirstWaiterAndTheRunningThreadMayRelock) {
     int late = -1;
-    bool waiter_got_it = false;
+    uint64_t waiter_parks = 0;
+    std::vector<int> order;
     ASSERT_EQ(0, run([&] {
         weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
         ASSERT_EQ(0, weft_mutex_lock(&m));
         const uint64_t base = parks(WEFT_PARK_MUTEX);
         std::atomic<bool> tried{false};
+        weft_thread_t w, w2;
+        ASSERT_EQ(0, spawn_on(&w, other(), [&] {
+            weft_mutex_lock(&m);
+            order.push_back(1);
+            wait_until([&] { return tried.load(); }); // if it won the race: hold it until the try is done
+            weft_mutex_unlock(&m);
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_MUTEX, base + 1));
+        ASSERT_EQ(0, spawn_on(&w2, other(), [&] { // queued behind w
+            weft_mutex_lock(&m);
+            order.push_back(2);
+            weft_mutex_unlock(&m);
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_MUTEX, base + 2));
+        weft_mutex_unlock(&m);
+        late = weft_mutex_trylock(&m); // w is woken, but free to take until it runs
+        tried = true;
+        if (late == 0) {
+            order.push_back(0);
+            weft_yield(); // w runs, finds it held, queues again: at the head
+            weft_mutex_unlock(&m);
+        }
+        join(w);
+        join(w2);
+        waiter_parks = parks(WEFT_PARK_MUTEX) - base;
+    }));
+    if (policy_is("tap")) { // TAP hands the mutex over: w's appointment begins at the unlock
+        EXPECT_EQ(EBUSY, late);
+        EXPECT_EQ((std::vector<int>{1, 2}), order);
+    } else if (vprocs() == 1) { // deterministic: w cannot run before the trylock
+        EXPECT_EQ(0, late);
+        EXPECT_EQ((std::vector<int>{0, 1, 2}), order);
+        if (fifo_policy()) {
+            EXPECT_EQ(3u, waiter_parks); // w twice (it ran during the yield), w2 once
+        }
+    } else { // w may win the race from its own vproc
+        ASSERT_TRUE(late == 0 || late == EBUSY) << late;
+        const std::vector<int> expected = late == 0 ? std::vector<int>{0, 1, 2} : std::vector<int>{1, 2};
+        EXPECT_EQ(expected, order);
+    }
+}
+
+// No starvation: a thread that unlocks and relocks at once, and yields
+// while it holds the mutex, would otherwise take it back every time before
+// the woken waiter runs. A waiter that has waited over a millisecond is
+// handed the mutex by the next unlock.
+TEST_P(MutexTest, AWaiterThatKeepsLosingIsHandedTheMutex) {
+    long rounds = 0;
+    bool waiter_got_it = false;
+    ASSERT_EQ(0, run([&] {
+        weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
+        ASSERT_EQ(0, weft_mutex_lock(&m));
+        const uint64_t base = parks(WEFT_PARK_MUTEX);
+        std::atomic<bool> got{false};
+        weft_thread_t w;
+        ASSERT_EQ(0, spawn_on(&w, other(), [&] {
+            weft_mutex_lock(&m);
+            got = true;
+            weft_mutex_unlock(&m);
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_MUTEX, base + 1));
+        const uint64_t end = weft_now_ns() + 10 * kSec; // bounded: the waiter takes a few ms
+        while (!got.load() && weft_now_ns() < end) {
+            weft_mutex_unlock(&m);
+            ASSERT_EQ(0, weft_mutex_lock(&m)); // parks once it was handed over
+            weft_yield();
+            ++rounds;
+        }
+        weft_mutex_unlock(&m);
+        waiter_got_it = got.load();
+        join(w);
+    }));
+    EXPECT_TRUE(waiter_got_it) << "the waiter never got the mutex in " << rounds << " rounds";
+}
+
+// A woken waiter that has not yet taken the mutex is still inside its lock:
+// destroying the mutex then is refused.
+TEST_P(MutexTest, DestroyWithAWokenWaiterInFlightReturnsEbusy) {
+    if (vprocs() > 1) GTEST_SKIP() << "needs the waiter not to run before the destroy: one vproc";
+    int destroyed = -1;
+    bool waiter_got_it = false;
+    ASSERT_EQ(0, run([&] {
+        weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
+        ASSERT_EQ(0, weft_mutex_lock(&m));
+        const uint64_t base = parks(WEFT_PARK_MUTEX);
         weft_thread_t w;
         ASSERT_EQ(0, spawn_on(&w, other(), [&] {
             weft_mutex_lock(&m);
             waiter_got_it = true;
-            wait_until([&] { return tried.load(); }); // hold it until the late try is done
             weft_mutex_unlock(&m);
             return nullptr;
         }));
         ASSERT_TRUE(wait_parks(WEFT_PARK_MUTEX, base + 1));
         weft_mutex_unlock(&m);
-        late = weft_mutex_trylock(&m); // the waiter owns it now, even if not yet running
-        if (late == 0) weft_mutex_unlock(&m);
-        tried = true;
+        destroyed = weft_mutex_destroy(&m);
         join(w);
+        EXPECT_EQ(0, weft_mutex_destroy(&m));
     }));
-    EXPECT_EQ(EBUSY, late);
+    EXPECT_EQ(EBUSY, destroyed);
     EXPECT_TRUE(waiter_got_it);
 }
 

@@ -17,11 +17,6 @@ using namespace wt;
 
 // The order is FIFO's; the other policies (this binary also runs under
 // WEFT_POLICY=cohort and tap) keep their own.
-bool fifo_policy() {
-    const char *p = std::getenv("WEFT_POLICY");
-    return !p || !*p || !std::strcmp(p, "fifo");
-}
-
 #define SKIP_UNLESS_FIFO() \
     if (!fifo_policy()) GTEST_SKIP() << "run-next is the FIFO policy's; WEFT_POLICY=" << std::getenv("WEFT_POLICY")
 

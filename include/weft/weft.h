@@ -254,6 +254,9 @@ enum weft_mutex_kind {
     WEFT_MUTEX_RECURSIVE = 2   /* the owner may relock; unlock as often */
 };
 
+/* An unlock wakes the first waiter to take the mutex; a running thread may
+ * take it first, and the waiter then queues again at the head. One that has
+ * kept losing for 1 ms is handed the mutex (docs/api.md "Synchronisation"). */
 typedef struct weft_mutex { uint64_t _opaque[5]; } weft_mutex_t;
 #define WEFT_MUTEX_INITIALIZER {{0, 0, 0, 0, 0}}
 #define WEFT_MUTEX_ERRORCHECK_INITIALIZER {{1, 0, 0, 0, 0}}

@@ -53,6 +53,12 @@ inline void enqueue_self(Vproc *vp, WaitQueue &q) {
     q.push_back(self);
     self->state = ThreadState::Parked;
 }
+// The same at the head: a waiter that was woken and lost its turn.
+inline void enqueue_self_front(Vproc *vp, WaitQueue &q) {
+    Tcb *self = vp->current;
+    q.push_front(self);
+    self->state = ThreadState::Parked;
+}
 
 // Fired on the home vproc when a parked thread's deadline passes.
 void park_timeout(Timer *t);

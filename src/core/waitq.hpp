@@ -24,6 +24,15 @@ struct WaitQueue {
         t->waiting_on = this;
     }
 
+    void push_front(Tcb *t) {
+        t->wq_prev = nullptr;
+        t->wq_next = head;
+        if (head) head->wq_prev = t;
+        else tail = t;
+        head = t;
+        t->waiting_on = this;
+    }
+
     void remove(Tcb *t) {
         if (t->wq_prev) t->wq_prev->wq_next = t->wq_next;
         else head = t->wq_next;

@@ -94,14 +94,20 @@ struct FifoQueue {
         }
         batch_last = nullptr; // it may leave: the next push_next starts at the head
         if (n == max || !next_head) return n;
-        Tcb *oldest_first = nullptr;
-        for (Tcb *t = next_head; t;) {
-            Tcb *after = t->next;
-            t->next = oldest_first;
-            oldest_first = t;
-            t = after;
+        // The run-next list is singly linked, newest first: look at no more
+        // than its first 4 × max (a burst of created threads can make it
+        // tens of thousands long, and walking it all at every give cost
+        // 44% of the time of 65,536 producer-consumer threads). In a
+        // fork-join tree it is about the tree's depth, so that is all of it.
+        Tcb *oldest_first = nullptr, *rest = next_head;
+        size_t walked = 0;
+        for (; rest && walked < 4 * max; ++walked) {
+            Tcb *after = rest->next;
+            rest->next = oldest_first;
+            oldest_first = rest;
+            rest = after;
         }
-        next_head = nullptr; // rebuilt from what stays, newest first again
+        next_head = rest; // rebuilt in front of the rest from what stays, newest first again
         size_t stay = 0;
         for (Tcb *t = oldest_first; t;) {
             Tcb *after = t->next;
@@ -114,6 +120,7 @@ struct FifoQueue {
             }
             t = after;
         }
+        stay += next_count - walked;
         count -= next_count - stay;
         next_count = stay;
         return n;

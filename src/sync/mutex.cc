@@ -3,8 +3,9 @@
 // Fast paths: lock of a free mutex and unlock with nobody waiting touch only
 // `owner` — a plain load and store on one vproc, one CAS with several. A
 // contended lock sets the kWaiters bit under the Spin and queues; unlock with
-// that bit set hands the mutex to the first waiter, which wakes up owning it.
-// Direct hand-off is what makes the order FIFO.
+// that bit set releases the mutex and wakes the first waiter to take it
+// (one woken waiter at a time), or hands it over to a waiter that has waited
+// too long (see mutex_unlock, and docs/api.md "Synchronisation").
 #include "core/runtime.hpp"
 #include "sched/tap.hpp"
 #include "sync/sync.hpp"
@@ -23,14 +24,20 @@ namespace {
 
 bool valid_kind(uint8_t k) { return k <= WEFT_MUTEX_RECURSIVE; }
 
+// A woken waiter that has kept finding the mutex taken for this long asks
+// for a hand-off (Go's mutex turns to hand-offs after 1 ms of waiting too).
+constexpr uint64_t kMutexStarveNs = 1'000'000;
+
+// Take the mutex if nobody owns it, keeping the waiters bit: a mutex may be
+// free with waiters queued (an unlock woke the first of them to retry).
 bool try_take(MutexImpl *m, uintptr_t me, bool smp) {
-    uintptr_t free = 0;
+    uintptr_t cur = m->owner.load(std::memory_order_relaxed);
+    if (cur & ~MutexImpl::kWaiters) return false;
     if (!smp) {
-        if (m->owner.load(std::memory_order_relaxed) != 0) return false;
-        m->owner.store(me, std::memory_order_relaxed);
+        m->owner.store(me | cur, std::memory_order_relaxed);
         return true;
     }
-    return m->owner.compare_exchange_strong(free, me, std::memory_order_acquire, std::memory_order_relaxed);
+    return m->owner.compare_exchange_strong(cur, me | cur, std::memory_order_acquire, std::memory_order_relaxed);
 }
 
 // The mutex is held by someone else, or by us (relock).
@@ -46,10 +53,12 @@ int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const v
     }
     if (!vp) return EPERM; // would block, and a plain kernel thread cannot park
     const bool smp = vp->smp;
+    bool queued = false;  // parked at least once, and woken to retry
+    uint64_t lost_at = 0; // when we first lost a retry (no clock read until then)
     m->lock.lock(smp);
     for (;;) {
         uintptr_t cur = m->owner.load(std::memory_order_relaxed);
-        if (cur == 0) { // released meanwhile, and nobody queued (else it was handed over)
+        if (!(cur & ~MutexImpl::kWaiters)) { // free: released meanwhile, or woken to retry
             if (try_take(m, me, smp)) {
                 m->lock.unlock(smp);
                 return 0;
@@ -70,16 +79,30 @@ int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const v
             if (__builtin_expect(vp->tap != nullptr, 0) && !(cur & MutexImpl::kOutside))
                 tap_lock_contended(vp, reinterpret_cast<Tcb *>(cur));
         }
-        if (__builtin_expect(vp->tap != nullptr, 0)) tap_lock_enqueue(vp, m->q);
-        else enqueue_self(vp, m->q);
+        if (__builtin_expect(vp->tap != nullptr, 0)) {
+            tap_lock_enqueue(vp, m->q);
+        } else if (!queued) {
+            queued = true;
+            enqueue_self(vp, m->q);
+        } else {
+            // Woken, and somebody took it first: back at the head, and if we
+            // have been losing for too long, the next unlock hands it to us.
+            enqueue_self_front(vp, m->q);
+            uint64_t now = now_ns();
+            if (!lost_at) lost_at = now;
+            else if (now - lost_at >= kMutexStarveNs) m->handoff = 1;
+        }
         if (deadline) m->timed.enter(smp);
         m->lock.unlock(smp);
-        // 0: the unlocker made us the owner. ETIMEDOUT: our timer woke us first.
+        // 0: woken by an unlock, which either made us the owner (a hand-off)
+        // or left the mutex free for us to take. ETIMEDOUT: our timer first.
         int r = park(vp, WEFT_PARK_MUTEX, site, deadline, &m->lock);
         if (deadline) {
             m->timed.leave(smp); // last touch of m
         }
-        return r;
+        if (r || (m->owner.load(std::memory_order_acquire) & ~MutexImpl::kWaiters) == me) return r;
+        m->lock.lock(smp);
+        m->woken = 0;
     }
 }
 
@@ -117,21 +140,32 @@ int mutex_unlock(weft_mutex_t *pm) {
             return 0;
         // A waiter announced itself meanwhile: hand over below.
     }
+    // Hand over to the first waiter, or (the default) release and wake it
+    // to take the mutex if it is still free when it runs. Handing over
+    // makes every later lock queue behind a thread that is not running
+    // yet: once a holder on another vproc has made threads queue, each
+    // lock costs a switch for as long as anyone waits (a convoy). Waking
+    // lets the running thread go on; a woken waiter that loses goes back
+    // to the head, and one that has waited kMutexStarveNs is handed the
+    // mutex by the next unlock. TAP always hands over: the next holder's
+    // appointment begins at the unlock.
+    const bool tap = vp && __builtin_expect(vp->tap != nullptr, 0);
     m->lock.lock(smp);
-    Tcb *w = take_first(m->q, smp);
-    bool more = false;
-    if (w) {
-        more = !m->q.empty();
-        uintptr_t next = reinterpret_cast<uintptr_t>(w) | (more ? MutexImpl::kWaiters : 0);
-        m->owner.store(next, std::memory_order_release);
-    } else {
-        m->owner.store(0, std::memory_order_release); // waiters timed out and left
+    Tcb *w = tap || m->handoff || !m->woken ? take_first(m->q, smp) : nullptr;
+    bool more = !m->q.empty();
+    uintptr_t next = more ? MutexImpl::kWaiters : 0;
+    const bool handoff = w && (tap || m->handoff);
+    if (handoff) {
+        m->handoff = 0;
+        next |= reinterpret_cast<uintptr_t>(w);
+    } else if (w) {
+        m->woken = 1;
     }
+    m->owner.store(next, std::memory_order_release);
     m->lock.unlock(smp);
     // TAP locking: our appointment with the mutex ends; the next holder's
     // begins, one others still wait for if the queue is not empty.
-    if (vp && __builtin_expect(vp->tap != nullptr, 0) && (cur & MutexImpl::kWaiters))
-        tap_lock_handoff(vp, vp->current, more ? w : nullptr);
+    if (tap && (cur & MutexImpl::kWaiters)) tap_lock_handoff(vp, vp->current, more ? w : nullptr);
     if (w) make_ready(w, 0); // after unlocking: w may free the mutex at once
     return 0;
 }
@@ -188,7 +222,8 @@ int weft_mutex_destroy(weft_mutex_t *pm) {
     // Under the lock, so a waker still inside unlock() has finished with it.
     const bool smp = smp_of(tls_vproc);
     m->lock.lock(smp);
-    bool busy = m->owner.load(std::memory_order_acquire) != 0 || !m->q.empty();
+    // (A woken waiter that has not yet retried is still inside its lock.)
+    bool busy = (m->owner.load(std::memory_order_acquire) & ~MutexImpl::kWaiters) != 0 || !m->q.empty() || m->woken;
     m->lock.unlock(smp);
     if (busy) return EBUSY;
     m->timed.drain(); // timed lockers that timed out may still be leaving

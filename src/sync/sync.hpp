@@ -4,9 +4,12 @@
 // all-zero bytes — the static initializers — are a valid initial state.
 //
 // Every object guards its state with a Spin (free on one vproc) and parks
-// its waiters FIFO on a WaitQueue through core/park.hpp. Ownership is handed
-// to the first waiter directly (mutex, semaphore, rwlock), so a thread that
-// arrives later can never overtake one that waits: no starvation.
+// its waiters FIFO on a WaitQueue through core/park.hpp. Semaphore and
+// rwlock hand ownership to the first waiter directly, so a thread that
+// arrives later can never overtake one that waits: no starvation. The mutex
+// wakes its first waiter to take it, and hands over only to one that has
+// kept losing (sync/mutex.cc: a hand-off to a thread not yet running makes
+// a convoy).
 #pragma once
 
 #include <atomic>
@@ -29,8 +32,9 @@ inline bool smp_of(Vproc *vp) { return vp ? vp->smp : true; }
 
 struct MutexImpl {
     uint8_t kind;                   // weft_mutex_kind
-    Spin lock;                      // guards q and the waiters bit
-    uint16_t pad;
+    Spin lock;                      // guards q, the waiters bit and handoff
+    uint8_t handoff;                // a waiter starves: the next unlock hands over (mutex.cc)
+    uint8_t woken;                  // a waiter was woken to retry and has not yet (mutex.cc)
     uint32_t depth;                 // extra locks held by a recursive owner
     std::atomic<uintptr_t> owner;   // owner tag | kWaiters, 0 when free
     WaitQueue q;
