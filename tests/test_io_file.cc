@@ -106,13 +106,17 @@ TEST_P(FileTest, AnUncachedReadReturnsTheRightBytes) {
     const size_t size = 8 << 20;
     TempFile f(size, 23);
     ASSERT_GE(f.fd(), 0);
-    const bool dropped = drop_cache(f.fd(), size);
+    bool dropped = drop_cache(f.fd(), size);
     weft_stats_t s0{}, s1{};
     long mismatch = -2;
     ssize_t first = 0;
     size_t total = 0;
     ASSERT_EQ(0, run([&] {
         std::vector<uint8_t> in(size);
+        // Still out of the cache as the runtime starts? (Once, under
+        // WEFT_POLICY=tap with epoll, the first read was a full hit; the
+        // path is then not what this test is about, so it is skipped.)
+        dropped = dropped && resident_pages(f.fd(), 128 << 10) == 0;
         s0 = all_stats();
         first = weft_pread(f.fd(), in.data(), 128 << 10, 0);
         s1 = all_stats();
