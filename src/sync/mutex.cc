@@ -97,12 +97,18 @@ int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const v
         // 0: woken by an unlock, which either made us the owner (a hand-off)
         // or left the mutex free for us to take. ETIMEDOUT: our timer first.
         int r = park(vp, WEFT_PARK_MUTEX, site, deadline, &m->lock);
+        // Woken to retry: m is still busy for weft_mutex_destroy (woken is
+        // set until we clear it), so we may go on touching it.
+        if (r == 0 && (m->owner.load(std::memory_order_acquire) & ~MutexImpl::kWaiters) != me) {
+            m->lock.lock(smp);
+            if (deadline) m->timed.leave(smp);
+            m->woken = 0;
+            continue;
+        }
         if (deadline) {
             m->timed.leave(smp); // last touch of m
         }
-        if (r || (m->owner.load(std::memory_order_acquire) & ~MutexImpl::kWaiters) == me) return r;
-        m->lock.lock(smp);
-        m->woken = 0;
+        return r;
     }
 }
 
