@@ -157,11 +157,11 @@ int mutex_unlock(weft_mutex_t *pm) {
     // appointment begins at the unlock.
     const bool tap = vp && __builtin_expect(vp->tap != nullptr, 0);
     m->lock.lock(smp);
-    Tcb *w = tap || m->handoff || !m->woken ? take_first(m->q, smp) : nullptr;
+    const bool hand_over = tap || m->handoff;
+    Tcb *w = hand_over || !m->woken ? take_first(m->q, smp) : nullptr;
     bool more = !m->q.empty();
     uintptr_t next = more ? MutexImpl::kWaiters : 0;
-    const bool handoff = w && (tap || m->handoff);
-    if (handoff) {
+    if (w && hand_over) {
         m->handoff = 0;
         next |= reinterpret_cast<uintptr_t>(w);
     } else if (w) {
