@@ -109,6 +109,39 @@ void set_name(Tcb *t, const char *name) {
     }
 }
 
+// weft_yield's body, with the blocking point named by the caller: a sleep
+// whose deadline has already passed yields, and is still the same sleep in
+// the blocking graph (else one call site would be one node or another
+// depending on the clock, and none at all when the thread was alone).
+// fp: the public function's frame, where the graph's walk starts. Only the
+// graph hears of a yield: it is not a park for the policy.
+[[gnu::always_inline]] inline int yield_as(Vproc *vp, int reason, const void *site, void *fp) {
+    Tcb *self = vp->current;
+    if (vp->nothing_ready()) {
+        // Alone: look for expired timers and remote wake-ups now (a thread
+        // spinning on weft_yield must see them), and return at once if there
+        // is still nobody to give the vproc to.
+        vp->poll();
+        if (vp->nothing_ready()) {
+            vp->check_stack(self); // as a switch would have
+            if (__builtin_expect(self->graph != nullptr, 0)) {
+                vp->graph->on_park(self, reason, site, fp);
+                vp->graph->on_resume(self);
+            }
+            return 0;
+        }
+    }
+    vp->stats.yields.add();
+    if (__builtin_expect(self->graph != nullptr, 0)) vp->graph->on_park(self, reason, site, fp);
+    self->state = ThreadState::Ready;
+    vp->enqueue_local(self);
+    self = vp->schedule();
+    // (Tcb::graph is set exactly while the graph is on: one load from the
+    // resumed thread, not two through its vproc.)
+    if (__builtin_expect(self->graph != nullptr, 0)) self->vp->graph->on_resume(self);
+    return 0;
+}
+
 } // namespace
 
 void release_thread_slow(Tcb *t, Stack s) {
@@ -329,26 +362,7 @@ int weft_migrate(int vproc) {
 int weft_yield(void) {
     Vproc *vp = tls_vproc;
     if (!vp) return EPERM;
-    Tcb *self = vp->current;
-    if (vp->nothing_ready()) {
-        // Alone: look for expired timers and remote wake-ups now (a thread
-        // spinning on weft_yield must see them), and return at once if there
-        // is still nobody to give the vproc to.
-        vp->poll();
-        if (vp->nothing_ready()) {
-            vp->check_stack(self); // as a switch would have
-            return 0;
-        }
-    }
-    vp->stats.yields.add();
-    if (__builtin_expect(vp->park_hooks, 0)) park_hooks_enter(vp, self, kYieldReason, WEFT_SITE(), __builtin_frame_address(0));
-    self->state = ThreadState::Ready;
-    vp->enqueue_local(self);
-    self = vp->schedule();
-    // (Tcb::graph is set exactly while the graph is on: one load from the
-    // resumed thread, not two through its vproc.)
-    if (__builtin_expect(self->graph != nullptr, 0)) self->vp->graph->on_resume(self);
-    return 0;
+    return yield_as(vp, kYieldReason, WEFT_SITE(), __builtin_frame_address(0));
 }
 
 int weft_admit(void) {
@@ -374,7 +388,7 @@ namespace {
         }
         return 0;
     }
-    if (deadline_ns <= now_ns()) return weft_yield();
+    if (deadline_ns <= now_ns()) return yield_as(vp, WEFT_PARK_SLEEP, site, __builtin_frame_address(0));
     vp->current->state = ThreadState::Parked;
     park(vp, WEFT_PARK_SLEEP, site, deadline_ns);
     return 0;

@@ -7,7 +7,8 @@
  * so the graph has exactly: start->A1 x1, A1->B x3, B->A1 x2, B->A2 x1 and
  * A2->exit x1 per worker (A1 and A2 are the same function called from two
  * places: one node when the chain is one frame deep). A "hog" thread runs
- * 30 ms between two parks without yielding: the one slow edge. The boss
+ * 30 ms between two parks without yielding: the one slow edge; then it
+ * sleeps until a deadline already past (late_nap), a node all the same. The boss
  * creates them all (its first edge creates 5 threads) and joins them.
  *
  *   graph_target OUT.json OUT.dot     dump with weft_graph_dump, then SIGUSR2
@@ -42,6 +43,13 @@ __attribute__((noinline)) void hog_nap(void) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* A sleep whose deadline has passed does not wait, but it is still this
+ * sleep in the graph, alone or not. */
+__attribute__((noinline)) void late_nap(void) {
+    weft_sleep_until_ns(0);
+    __asm__ volatile("" ::: "memory");
+}
+
 void *worker(void *arg) {
     (void)arg;
     for (int i = 0; i < ROUNDS; ++i) {
@@ -64,6 +72,7 @@ void *hog(void *arg) {
     while (weft_now_ns() < until) {
     }
     hog_nap();
+    late_nap();
     return NULL;
 }
 

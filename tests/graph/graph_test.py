@@ -141,6 +141,16 @@ class KnownGraph(unittest.TestCase):
         self.assertEqual({slow[0]["from"], slow[0]["to"]}, {n["id"] for n in hog})
         self.assertGreater(slow[0]["mean_ns"], 25e6)
 
+    def test_a_sleep_past_its_deadline_is_still_a_sleep(self):
+        g = self.g
+        late = g.one("weft_sleep_until_ns @ late_nap")
+        self.assertEqual((late["kind"], late["reason"], late["visits"]), ("park", "sleep", 1))
+        hog = g.find("weft_sleep_ns @ hog_nap")
+        into = [e for (a, b), e in g.edges.items() if b == late["id"]]
+        self.assertEqual(len(into), 1, into)
+        self.assertIn(into[0]["from"], {n["id"] for n in hog})
+        self.assertEqual(g.edge(late, g.one("exit hog"))["count"], 1)
+
     def test_dot(self):
         with open(self.dot_path) as f:
             dot = f.read()
