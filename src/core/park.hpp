@@ -14,6 +14,8 @@
 // that loses moves on to the next waiter; a timer that loses does nothing
 // and never touches the object the thread waited on (which may be gone).
 // On one vproc the claim is a plain load and store: nothing runs concurrently.
+// A queued wait without a deadline has only the one waker, whoever takes it
+// off the queue under the queue's lock, and needs no claim (claim_queued).
 //
 // Nothing touches a synchronisation object after waking a thread from it:
 // the woken thread may destroy and free the object as soon as it runs. So
@@ -48,15 +50,19 @@
 
 namespace weft::detail {
 
-inline void enqueue_self(Vproc *vp, WaitQueue &q) {
+// deadline: the park's to come (0: none). Recorded under the queue's lock
+// for take_first, which a waiter with no deadline spares a claim.
+inline void enqueue_self(Vproc *vp, WaitQueue &q, uint64_t deadline) {
     Tcb *self = vp->current;
     q.push_back(self);
+    self->queued_timed = deadline != 0;
     self->state = ThreadState::Parked;
 }
 // The same at the head: a waiter that was woken and lost its turn.
-inline void enqueue_self_front(Vproc *vp, WaitQueue &q) {
+inline void enqueue_self_front(Vproc *vp, WaitQueue &q, uint64_t deadline) {
     Tcb *self = vp->current;
     q.push_front(self);
+    self->queued_timed = deadline != 0;
     self->state = ThreadState::Parked;
 }
 
@@ -201,11 +207,19 @@ inline void park_release(Tcb *self) { self->claimed.store(0, std::memory_order_r
     return self->wake_result;
 }
 
+// Whether the caller, holding the lock of the queue it has just taken t
+// from, may wake t. A waiter with a deadline is raced for by its timer: the
+// claim decides. One without has no other waker (no timer, and expire_wait
+// ends timed waits only), so taking it off the queue is the claim, and an
+// atomic exchange per wake-up is saved on several vprocs. (Its claim flag
+// stays clear, as park_release would leave it.)
+inline bool claim_queued(Tcb *t, bool smp) { return !t->queued_timed || claim(t, smp); }
+
 // Remove the first waiter of q that is still ours to wake, claimed (caller
 // holds q's lock; make it ready after unlocking). nullptr if none.
 inline Tcb *take_first(WaitQueue &q, bool smp) {
     while (Tcb *t = q.pop_front())
-        if (claim(t, smp)) return t;
+        if (claim_queued(t, smp)) return t;
     return nullptr; // (a waiter whose timer won is left to the timer)
 }
 

@@ -83,6 +83,7 @@ struct Tcb {
     bool joined = false;         // join_lock: a joiner has claimed it
     bool eh_saved = false;       // saved_eh is non-zero (one byte for the switch to test)
     bool timed_wait = false;     // parked with a deadline: expire_wait may end the park early
+    bool queued_timed;           // set with the wait-queue links (enqueue_self): the queued wait has a deadline (take_first)
     bool interruptible = false;  // the thread lets expire_wait end its timed waits (park.hpp)
     bool expire_next = false;    // expire_wait came while it was not parked: its next timed wait ends at once
     uint8_t pinned = 0;          // kPinned*: never given to another vproc while non-zero

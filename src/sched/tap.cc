@@ -539,11 +539,11 @@ void tap_lock_contended(Vproc *vp, Tcb *owner) {
     st->lock_appointments.add();
 }
 
-void tap_lock_enqueue(Vproc *vp, WaitQueue &q) {
+void tap_lock_enqueue(Vproc *vp, WaitQueue &q, uint64_t deadline) {
     TapState *st = state_of(vp);
     Tcb *self = vp->current;
     if (!st->cfg.locks) {
-        enqueue_self(vp, q);
+        enqueue_self(vp, q, deadline);
         return;
     }
     // By level, FIFO within one: after the last waiter at least as urgent.
@@ -561,6 +561,7 @@ void tap_lock_enqueue(Vproc *vp, WaitQueue &q) {
         else q.head = self;
         self->waiting_on = &q;
     }
+    self->queued_timed = deadline != 0;
     self->state = ThreadState::Parked;
 }
 

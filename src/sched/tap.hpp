@@ -114,7 +114,7 @@ void tap_accept(Vproc *vp);
 // `owner` (a weft thread) now holds a mutex somebody waits for.
 void tap_lock_contended(Vproc *vp, Tcb *owner);
 // Queue the calling thread on a mutex's queue by its level (under its lock).
-void tap_lock_enqueue(Vproc *vp, WaitQueue &q);
+void tap_lock_enqueue(Vproc *vp, WaitQueue &q, uint64_t deadline);
 // `from` unlocked a mutex others waited for; `to` (if not null) now holds
 // it and others still wait.
 void tap_lock_handoff(Vproc *vp, Tcb *from, Tcb *to);

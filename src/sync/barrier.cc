@@ -36,7 +36,7 @@ int weft_barrier_wait(weft_barrier_t *pb) {
         b->lock.unlock(smp);
         return EPERM;
     }
-    enqueue_self(vp, b->q);
+    enqueue_self(vp, b->q, 0);
     b->lock.unlock(smp);
     return park(vp, WEFT_PARK_BARRIER, WEFT_SITE(), 0, &b->lock);
 }

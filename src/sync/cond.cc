@@ -18,16 +18,13 @@ namespace {
     const bool smp = vp->smp;
     CondImpl *c = impl(pc);
     c->lock.lock(smp);
-    enqueue_self(vp, c->q); // queued before m is released: no lost signal
+    enqueue_self(vp, c->q, deadline); // queued before m is released: no lost signal
     if (deadline) c->timed.enter(smp);
     c->lock.unlock(smp);
-    // Release m entirely (a recursive one is restored below). One vproc, no
-    // waiter, not nested: a store (owner was read above and nothing else has
-    // run since), as mutex_unlock_fast would after checking it all again.
+    // Release m entirely (a recursive one is restored below): with nobody
+    // waiting and not nested, inline (release_fast); else the full unlock.
     uint32_t depth = m->depth;
-    if (!smp && !(owner & MutexImpl::kWaiters) && !depth) {
-        m->owner.store(0, std::memory_order_relaxed);
-    } else {
+    if (depth || !release_fast(m, vp)) {
         m->depth = 0;
         mutex_unlock(pm);
     }

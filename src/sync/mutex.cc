@@ -80,14 +80,14 @@ int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const v
                 tap_lock_contended(vp, reinterpret_cast<Tcb *>(cur));
         }
         if (__builtin_expect(vp->tap != nullptr, 0)) {
-            tap_lock_enqueue(vp, m->q);
+            tap_lock_enqueue(vp, m->q, deadline);
         } else if (!queued) {
             queued = true;
-            enqueue_self(vp, m->q);
+            enqueue_self(vp, m->q, deadline);
         } else {
             // Woken, and somebody took it first: back at the head, and if we
             // have been losing for too long, the next unlock hands it to us.
-            enqueue_self_front(vp, m->q);
+            enqueue_self_front(vp, m->q, deadline);
             uint64_t now = now_ns();
             if (!lost_at) lost_at = now;
             else if (now - lost_at >= kMutexStarveNs) m->handoff = 1;

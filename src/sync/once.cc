@@ -33,7 +33,7 @@ extern "C" int weft_once(weft_once_t *po, void (*fn)(void)) {
         o->lock.unlock(smp);
         return EPERM;
     }
-    enqueue_self(vp, o->q);
+    enqueue_self(vp, o->q, 0);
     o->lock.unlock(smp);
     park(vp, WEFT_PARK_ONCE, WEFT_SITE(), 0, &o->lock);
     return 0;

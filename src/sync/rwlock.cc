@@ -16,7 +16,7 @@ void grant(RwlockImpl *l, bool smp, WakeList &woken) {
         bool write = t->wait_data == RwlockImpl::kWrite;
         if (write && l->readers) return;
         l->q.pop_front();
-        if (!claim(t, smp)) continue; // its timer won: it is leaving
+        if (!claim_queued(t, smp)) continue; // its timer won: it is leaving
         woken.add(t);
         if (write) {
             l->writer = t;
@@ -50,7 +50,7 @@ int acquire(weft_rwlock_t *pl, bool write, bool try_only, const void *site) {
         return try_only ? EBUSY : EPERM;
     }
     self->wait_data = write ? RwlockImpl::kWrite : RwlockImpl::kRead;
-    enqueue_self(vp, l->q);
+    enqueue_self(vp, l->q, 0);
     l->lock.unlock(smp);
     return park(vp, WEFT_PARK_RWLOCK, site, 0, &l->lock); // woken holding the lock
 }

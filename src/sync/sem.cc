@@ -23,7 +23,7 @@ int sem_wait_until(weft_sem_t *ps, uint64_t deadline, bool try_only, const void 
         s->lock.unlock(smp);
         return try_only ? EAGAIN : deadline_passed(deadline) ? ETIMEDOUT : EPERM;
     }
-    enqueue_self(vp, s->q);
+    enqueue_self(vp, s->q, deadline);
     if (deadline) s->timed.enter(smp);
     s->lock.unlock(smp);
     int r = park(vp, WEFT_PARK_SEM, site, deadline, &s->lock);

@@ -105,26 +105,37 @@ static_assert(offsetof(MutexImpl, kind) == 0, "WEFT_MUTEX_*_INITIALIZER set the 
 static_assert(offsetof(SemImpl, value) == 4, "WEFT_SEM_INITIALIZER puts the value in bits 32..63");
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "initializers assume little-endian words");
 
-// Mutex slow paths (sync/mutex.cc) and the single-vproc fast paths, which
+// Mutex slow paths (sync/mutex.cc) and the inline fast paths, which
 // weft_mutex_lock/unlock and the condition variable share.
 int mutex_lock_until(weft_mutex_t *m, uint64_t deadline, const void *site);
 int mutex_unlock(weft_mutex_t *m);
 
-// One vproc, mutex free: take it with a load and a store. vp != nullptr.
+// A free mutex, nobody waiting: take it, with a store on one vproc and a
+// CAS with several. vp != nullptr.
 inline bool mutex_take_fast(MutexImpl *m, Vproc *vp) {
-    if (vp->smp || m->kind > WEFT_MUTEX_RECURSIVE || m->owner.load(std::memory_order_relaxed) != 0) return false;
-    m->owner.store(reinterpret_cast<uintptr_t>(vp->current), std::memory_order_relaxed);
-    return true;
+    uintptr_t cur = m->owner.load(std::memory_order_relaxed);
+    if (m->kind > WEFT_MUTEX_RECURSIVE || cur != 0) return false;
+    const uintptr_t me = reinterpret_cast<uintptr_t>(vp->current);
+    if (!vp->smp) {
+        m->owner.store(me, std::memory_order_relaxed);
+        return true;
+    }
+    return m->owner.compare_exchange_strong(cur, me, std::memory_order_acquire, std::memory_order_relaxed);
 }
 inline bool mutex_lock_fast(weft_mutex_t *pm, Vproc *vp) { return pm && vp && mutex_take_fast(impl(pm), vp); }
 
-// One vproc, owned by us, nobody waiting, not nested: release with a store.
-inline bool mutex_unlock_fast(weft_mutex_t *pm, Vproc *vp) {
-    if (!pm || !vp || vp->smp) return false;
-    MutexImpl *m = impl(pm);
-    if (m->owner.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(vp->current) || m->depth) return false;
-    m->owner.store(0, std::memory_order_relaxed);
-    return true;
+// Owned by us, nobody waiting, not nested: release. What it costs is a
+// store on one vproc and a CAS with several, which fails (to mutex_unlock)
+// if a waiter has set kWaiters since the load.
+inline bool release_fast(MutexImpl *m, Vproc *vp) {
+    uintptr_t me = reinterpret_cast<uintptr_t>(vp->current);
+    if (m->owner.load(std::memory_order_relaxed) != me || m->depth) return false;
+    if (!vp->smp) {
+        m->owner.store(0, std::memory_order_relaxed);
+        return true;
+    }
+    return m->owner.compare_exchange_strong(me, 0, std::memory_order_release, std::memory_order_relaxed);
 }
+inline bool mutex_unlock_fast(weft_mutex_t *pm, Vproc *vp) { return pm && vp && release_fast(impl(pm), vp); }
 
 } // namespace weft::detail
