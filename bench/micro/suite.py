@@ -472,7 +472,7 @@ def main():
             skipped.append(f"{section}: its time budget ({budget} s) was spent; {len(out_of_time)} run(s) left out: "
                            + ", ".join(out_of_time[:5]) + (" ..." if len(out_of_time) > 5 else ""))
         per_run = ("rss_before", "rss_after", "create_park_s", "teardown_s") if section == "memory" else \
-            ("vproc_switches", "trees", "threads_per_s") if section == "smp" else ()
+            ("vproc_switches", "mutex_parks", "trees", "threads_per_s") if section == "smp" else ()
         drop = ("sink", "requested") + (("tokens", "in_flight") if section != "fig2" else ())
         recs, failed = summarise(results, per_run=per_run, drop=drop)
         for bid, sysid, params, why in failed:

@@ -195,30 +195,37 @@ void *consumer(void *arg) {
     return nullptr;
 }
 
-// With several vprocs: switches made on each, as a JSON array, since `base`
-// (where the work ran; all on vproc 0 until the runtime moves threads).
+// With several vprocs: switches made on each, and parks on a mutex, as JSON
+// arrays, since mark() (where the work ran, all on vproc 0 until the
+// runtime moves threads, and whether the mutex had threads queued on it).
 struct VprocSwitches {
-    std::vector<uint64_t> base;
+    std::vector<weft_stats_t> base;
 
-    void mark() {
-        base.assign(static_cast<size_t>(weft_vproc_count()), 0);
-        for (size_t i = 0; i < base.size(); ++i) {
-            weft_stats_t st;
-            if (weft_stats_get(static_cast<int>(i), &st) == 0) base[i] = st.switches;
-        }
+    static weft_stats_t of(size_t i) {
+        weft_stats_t st{};
+        weft_stats_get(static_cast<int>(i), &st);
+        return st;
     }
-    // `, "vproc_switches": [a, b]` (empty with one vproc).
+    void mark() {
+        base.resize(static_cast<size_t>(weft_vproc_count()));
+        for (size_t i = 0; i < base.size(); ++i) base[i] = of(i);
+    }
+    // `, "vproc_switches": [a, b], "mutex_parks": [c, d]` (empty with one vproc).
     void write(char *buf, size_t len, const char *sep) const {
         buf[0] = 0;
         if (base.size() < 2) return;
-        size_t at = static_cast<size_t>(std::snprintf(buf, len, "%s\"vproc_switches\": [", sep));
-        for (size_t i = 0; i < base.size() && at < len; ++i) {
-            weft_stats_t st{};
-            weft_stats_get(static_cast<int>(i), &st);
-            at += static_cast<size_t>(std::snprintf(buf + at, len - at, "%s%llu", i ? ", " : "",
-                                                    static_cast<unsigned long long>(st.switches - base[i])));
-        }
-        if (at < len) std::snprintf(buf + at, len - at, "]");
+        std::vector<weft_stats_t> now(base.size());
+        for (size_t i = 0; i < base.size(); ++i) now[i] = of(i);
+        size_t at = 0;
+        auto put = [&](const char *name, auto field) {
+            if (at < len) at += static_cast<size_t>(std::snprintf(buf + at, len - at, "%s\"%s\": [", at ? ", " : sep, name));
+            for (size_t i = 0; i < base.size() && at < len; ++i)
+                at += static_cast<size_t>(std::snprintf(buf + at, len - at, "%s%llu", i ? ", " : "",
+                                                        static_cast<unsigned long long>(field(now[i]) - field(base[i]))));
+            if (at < len) at += static_cast<size_t>(std::snprintf(buf + at, len - at, "]"));
+        };
+        put("vproc_switches", [](const weft_stats_t &st) { return st.switches; });
+        put("mutex_parks", [](const weft_stats_t &st) { return st.parks[WEFT_PARK_MUTEX]; });
     }
 };
 
@@ -254,7 +261,7 @@ int run_producer_consumer(const bench_opts *o) {
     double rate = 0;
     long counted = 0;
     VprocSwitches vs;
-    char spread[160] = "";
+    char spread[256] = "";
     if (ok) {
         weft_sleep_ns(static_cast<uint64_t>(o->min_time * 1e8)); // warm-up: a tenth
         bench_window w;
@@ -313,10 +320,8 @@ void fork_join_extra(void *ctx, int end, char *buf, size_t len) {
         vs->mark();
         return;
     }
-    char spread[160];
-    vs->write(spread, sizeof spread, ", ");
-    std::snprintf(buf, len, "\"op\": \"weft_thread_create x2 + weft_thread_join x2\", \"stack\": %s%s", g_stack,
-                  spread);
+    int at = std::snprintf(buf, len, "\"op\": \"weft_thread_create x2 + weft_thread_join x2\", \"stack\": %s", g_stack);
+    if (at > 0 && static_cast<size_t>(at) < len) vs->write(buf + at, len - static_cast<size_t>(at), ", ");
 }
 
 int run_fork_join(const bench_opts *o) {
