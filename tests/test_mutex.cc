@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "support.hpp"
+#include "sync/sync.hpp"
 
 namespace {
 
@@ -432,6 +433,49 @@ TEST_P(MutexTest, DestroyWithAWokenWaiterInFlightReturnsEbusy) {
     }));
     EXPECT_EQ(EBUSY, destroyed);
     EXPECT_TRUE(waiter_got_it);
+}
+
+// One woken waiter at a time, and while it is on its way the holder's
+// unlocks have nobody to wake: they keep the flags in the owner word and
+// take the fast path (one CAS on several vprocs), instead of the Spin and
+// the queue at every unlock until the woken waiter has run.
+TEST_P(MutexTest, UnlocksWhileAWaiterIsWokenWakeNobodyElse) {
+    if (vprocs() > 1) GTEST_SKIP() << "needs the woken waiter not to run before the checks: one vproc";
+    if (policy_is("tap")) GTEST_SKIP() << "TAP hands the mutex over instead of waking";
+    using weft::detail::MutexImpl;
+    uintptr_t after_first = 0, after_second = 0, at_end = 1;
+    bool second_still_queued = false;
+    std::vector<int> order;
+    ASSERT_EQ(0, run([&] {
+        weft_mutex_t m = WEFT_MUTEX_INITIALIZER;
+        MutexImpl *mi = weft::detail::impl(&m);
+        ASSERT_EQ(0, weft_mutex_lock(&m));
+        const uint64_t base = parks(WEFT_PARK_MUTEX);
+        weft_thread_t w[2];
+        for (int i = 0; i < 2; ++i) {
+            ASSERT_EQ(0, spawn_on(&w[i], other(), [&, i] {
+                weft_mutex_lock(&m);
+                order.push_back(i + 1);
+                weft_mutex_unlock(&m);
+                return nullptr;
+            }));
+            ASSERT_TRUE(wait_parks(WEFT_PARK_MUTEX, base + 1 + static_cast<uint64_t>(i)));
+        }
+        weft_mutex_unlock(&m); // wakes w[0]
+        after_first = mi->owner.load();
+        ASSERT_EQ(0, weft_mutex_trylock(&m)); // free until w[0] runs
+        ASSERT_EQ(0, weft_mutex_unlock(&m));  // w[0] is on its way: nobody to wake
+        after_second = mi->owner.load();
+        second_still_queued = mi->q.head != nullptr && mi->q.head == mi->q.tail;
+        join(w[0]);
+        join(w[1]);
+        at_end = mi->owner.load();
+    }));
+    EXPECT_EQ(MutexImpl::kWaiters | MutexImpl::kWoken, after_first);
+    EXPECT_EQ(MutexImpl::kWaiters | MutexImpl::kWoken, after_second);
+    EXPECT_TRUE(second_still_queued);
+    EXPECT_EQ(0u, at_end);
+    EXPECT_EQ((std::vector<int>{1, 2}), order);
 }
 
 // Many threads on every vproc increment a plain counter, yielding inside the

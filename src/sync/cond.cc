@@ -13,7 +13,7 @@ namespace {
     if (!vp) return EPERM; // outside weft_main nobody holds m in a way we could wait with
     MutexImpl *m = impl(pm);
     const uintptr_t owner = m->owner.load(std::memory_order_relaxed);
-    if ((owner & ~MutexImpl::kWaiters) != reinterpret_cast<uintptr_t>(vp->current)) return EPERM;
+    if (MutexImpl::holder(owner) != reinterpret_cast<uintptr_t>(vp->current)) return EPERM;
     if (deadline_passed(deadline)) return ETIMEDOUT; // m is still held, as required
     const bool smp = vp->smp;
     CondImpl *c = impl(pc);
@@ -21,10 +21,15 @@ namespace {
     enqueue_self(vp, c->q, deadline); // queued before m is released: no lost signal
     if (deadline) c->timed.enter(smp);
     c->lock.unlock(smp);
-    // Release m entirely (a recursive one is restored below): with nobody
-    // waiting and not nested, inline (release_fast); else the full unlock.
+    // Release m entirely (a recursive one is restored below). Not nested and
+    // nobody to wake: inline, on one vproc a store of the word read above
+    // (nothing else has run since), with several release_fast's CAS; else
+    // the full unlock.
     uint32_t depth = m->depth;
-    if (depth || !release_fast(m, vp)) {
+    bool released = !depth && !MutexImpl::must_wake(owner) &&
+                    (smp ? release_fast(m, vp)
+                         : (m->owner.store(owner & MutexImpl::kFlags, std::memory_order_relaxed), true));
+    if (!released) {
         m->depth = 0;
         mutex_unlock(pm);
     }

@@ -28,11 +28,11 @@ bool valid_kind(uint8_t k) { return k <= WEFT_MUTEX_RECURSIVE; }
 // for a hand-off (Go's mutex turns to hand-offs after 1 ms of waiting too).
 constexpr uint64_t kMutexStarveNs = 1'000'000;
 
-// Take the mutex if nobody owns it, keeping the waiters bit: a mutex may be
-// free with waiters queued (an unlock woke the first of them to retry).
+// Take the mutex if nobody owns it, keeping its flags: a mutex may be free
+// with waiters queued (an unlock woke the first of them to retry).
 bool try_take(MutexImpl *m, uintptr_t me, bool smp) {
     uintptr_t cur = m->owner.load(std::memory_order_relaxed);
-    if (cur & ~MutexImpl::kWaiters) return false;
+    if (MutexImpl::holder(cur)) return false;
     if (!smp) {
         m->owner.store(me | cur, std::memory_order_relaxed);
         return true;
@@ -42,7 +42,7 @@ bool try_take(MutexImpl *m, uintptr_t me, bool smp) {
 
 // The mutex is held by someone else, or by us (relock).
 int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const void *site) {
-    if ((m->owner.load(std::memory_order_relaxed) & ~MutexImpl::kWaiters) == me) {
+    if (MutexImpl::holder(m->owner.load(std::memory_order_relaxed)) == me) {
         if (m->kind == WEFT_MUTEX_RECURSIVE) {
             ++m->depth;
             return 0;
@@ -58,7 +58,7 @@ int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const v
     m->lock.lock(smp);
     for (;;) {
         uintptr_t cur = m->owner.load(std::memory_order_relaxed);
-        if (!(cur & ~MutexImpl::kWaiters)) { // free: released meanwhile, or woken to retry
+        if (!MutexImpl::holder(cur)) { // free: released meanwhile, or woken to retry
             if (try_take(m, me, smp)) {
                 m->lock.unlock(smp);
                 return 0;
@@ -77,7 +77,7 @@ int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const v
                 continue;
             // TAP locking: the owner is now in an appointment others wait for.
             if (__builtin_expect(vp->tap != nullptr, 0) && !(cur & MutexImpl::kOutside))
-                tap_lock_contended(vp, reinterpret_cast<Tcb *>(cur));
+                tap_lock_contended(vp, reinterpret_cast<Tcb *>(MutexImpl::holder(cur)));
         }
         if (__builtin_expect(vp->tap != nullptr, 0)) {
             tap_lock_enqueue(vp, m->q, deadline);
@@ -97,12 +97,15 @@ int lock_slow(MutexImpl *m, Vproc *&vp, uintptr_t me, uint64_t deadline, const v
         // 0: woken by an unlock, which either made us the owner (a hand-off)
         // or left the mutex free for us to take. ETIMEDOUT: our timer first.
         int r = park(vp, WEFT_PARK_MUTEX, site, deadline, &m->lock);
-        // Woken to retry: m is still busy for weft_mutex_destroy (woken is
-        // set until we clear it), so we may go on touching it.
-        if (r == 0 && (m->owner.load(std::memory_order_acquire) & ~MutexImpl::kWaiters) != me) {
+        // Woken to retry: m is still busy for weft_mutex_destroy (kWoken is
+        // set until we clear it), so we may go on touching it. Cleared with
+        // an atomic and, under the Spin: the holder may be releasing it
+        // meanwhile with a CAS (release_fast).
+        if (r == 0 && MutexImpl::holder(m->owner.load(std::memory_order_acquire)) != me) {
             m->lock.lock(smp);
             if (deadline) m->timed.leave(smp);
-            m->woken = 0;
+            if (smp) m->owner.fetch_and(~MutexImpl::kWoken, std::memory_order_relaxed);
+            else m->owner.store(m->owner.load(std::memory_order_relaxed) & ~MutexImpl::kWoken, std::memory_order_relaxed);
             continue;
         }
         if (deadline) {
@@ -132,19 +135,20 @@ int mutex_unlock(weft_mutex_t *pm) {
     const bool smp = smp_of(vp);
     uintptr_t me = owner_tag(vp);
     uintptr_t cur = m->owner.load(std::memory_order_relaxed);
-    if ((cur & ~MutexImpl::kWaiters) != me) return EPERM;
+    if (MutexImpl::holder(cur) != me) return EPERM;
     if (m->depth) { // recursive: only the outermost unlock releases
         --m->depth;
         return 0;
     }
-    if (!(cur & MutexImpl::kWaiters)) {
+    if (!MutexImpl::must_wake(cur)) { // nobody waits, or one is already woken: release, keep the flags
         if (!smp) {
-            m->owner.store(0, std::memory_order_relaxed);
+            m->owner.store(cur & MutexImpl::kFlags, std::memory_order_relaxed);
             return 0;
         }
-        if (m->owner.compare_exchange_strong(cur, 0, std::memory_order_release, std::memory_order_relaxed))
+        if (m->owner.compare_exchange_strong(cur, cur & MutexImpl::kFlags, std::memory_order_release,
+                                             std::memory_order_relaxed))
             return 0;
-        // A waiter announced itself meanwhile: hand over below.
+        // A waiter announced itself, or the woken one retried, meanwhile: below.
     }
     // Hand over to the first waiter, or (the default) release and wake it
     // to take the mutex if it is still free when it runs. Handing over
@@ -157,17 +161,20 @@ int mutex_unlock(weft_mutex_t *pm) {
     // appointment begins at the unlock.
     const bool tap = vp && __builtin_expect(vp->tap != nullptr, 0);
     m->lock.lock(smp);
+    // Under the Spin the flags hold still: waiters set kWaiters, and the
+    // woken one clears kWoken, only under it; nobody else takes a held mutex.
+    uintptr_t woken = m->owner.load(std::memory_order_relaxed) & MutexImpl::kWoken;
     const bool hand_over = tap || m->handoff;
-    Tcb *w = hand_over || !m->woken ? take_first(m->q, smp) : nullptr;
+    Tcb *w = hand_over || !woken ? take_first(m->q, smp) : nullptr;
     bool more = !m->q.empty();
     uintptr_t next = more ? MutexImpl::kWaiters : 0;
     if (w && hand_over) {
         m->handoff = 0;
         next |= reinterpret_cast<uintptr_t>(w);
     } else if (w) {
-        m->woken = 1;
+        woken = MutexImpl::kWoken;
     }
-    m->owner.store(next, std::memory_order_release);
+    m->owner.store(next | woken, std::memory_order_release);
     m->lock.unlock(smp);
     // TAP locking: our appointment with the mutex ends; the next holder's
     // begins, one others still wait for if the queue is not empty.
@@ -209,7 +216,7 @@ int weft_mutex_trylock(weft_mutex_t *pm) {
     Vproc *vp = tls_vproc;
     uintptr_t me = owner_tag(vp);
     if (try_take(m, me, smp_of(vp))) return 0;
-    if (m->kind == WEFT_MUTEX_RECURSIVE && (m->owner.load(std::memory_order_relaxed) & ~MutexImpl::kWaiters) == me) {
+    if (m->kind == WEFT_MUTEX_RECURSIVE && MutexImpl::holder(m->owner.load(std::memory_order_relaxed)) == me) {
         ++m->depth;
         return 0;
     }
@@ -229,7 +236,8 @@ int weft_mutex_destroy(weft_mutex_t *pm) {
     const bool smp = smp_of(tls_vproc);
     m->lock.lock(smp);
     // (A woken waiter that has not yet retried is still inside its lock.)
-    bool busy = (m->owner.load(std::memory_order_acquire) & ~MutexImpl::kWaiters) != 0 || !m->q.empty() || m->woken;
+    uintptr_t owner = m->owner.load(std::memory_order_acquire);
+    bool busy = MutexImpl::holder(owner) != 0 || !m->q.empty() || (owner & MutexImpl::kWoken);
     m->lock.unlock(smp);
     if (busy) return EBUSY;
     m->timed.drain(); // timed lockers that timed out may still be leaving

@@ -32,16 +32,26 @@ inline bool smp_of(Vproc *vp) { return vp ? vp->smp : true; }
 
 struct MutexImpl {
     uint8_t kind;                   // weft_mutex_kind
-    Spin lock;                      // guards q, the waiters bit and handoff
+    Spin lock;                      // guards q, setting kWaiters and kWoken, and handoff
     uint8_t handoff;                // a waiter starves: the next unlock hands over (mutex.cc)
-    uint8_t woken;                  // a waiter was woken to retry and has not yet (mutex.cc)
+    uint8_t pad;
     uint32_t depth;                 // extra locks held by a recursive owner
-    std::atomic<uintptr_t> owner;   // owner tag | kWaiters, 0 when free
+    std::atomic<uintptr_t> owner;   // owner tag | kWaiters | kWoken; free when owner & ~kFlags == 0
     WaitQueue q;
     TimedWaiters timed;             // timed lockers still inside (see park.hpp)
 
-    static constexpr uintptr_t kWaiters = 1; // q may be non-empty: unlock takes the slow path
+    static constexpr uintptr_t kWaiters = 1; // q may be non-empty: an unlock may have to wake one
     static constexpr uintptr_t kOutside = 2; // the owner is a plain kernel thread (outside_owner_tag)
+    // A waiter was woken to retry and has not yet: the next unlocks need
+    // wake nobody, so they stay on the fast path (Go's mutexWoken). In the
+    // word, not beside it, so that such an unlock is one CAS, not the Spin.
+    static constexpr uintptr_t kWoken = 4;
+    static constexpr uintptr_t kFlags = kWaiters | kWoken;
+    // Free, or who holds it (its tag, kOutside included).
+    static uintptr_t holder(uintptr_t owner) { return owner & ~kFlags; }
+    // Whether the holder's unlock has someone to wake: a waiter queued and
+    // none already woken.
+    static bool must_wake(uintptr_t owner) { return (owner & kFlags) == kWaiters; }
 };
 
 struct CondImpl {
@@ -106,35 +116,41 @@ static_assert(offsetof(SemImpl, value) == 4, "WEFT_SEM_INITIALIZER puts the valu
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "initializers assume little-endian words");
 
 // Mutex slow paths (sync/mutex.cc) and the inline fast paths, which
-// weft_mutex_lock/unlock and the condition variable share.
-int mutex_lock_until(weft_mutex_t *m, uint64_t deadline, const void *site);
-int mutex_unlock(weft_mutex_t *m);
+// weft_mutex_lock/unlock and the condition variable share. Never inlined:
+// inside weft_mutex_unlock, mutex_unlock's prologue (five saved registers)
+// ran before the fast path too, 41 instructions per unlock instead of 17.
+[[gnu::noinline]] int mutex_lock_until(weft_mutex_t *m, uint64_t deadline, const void *site);
+[[gnu::noinline]] int mutex_unlock(weft_mutex_t *m);
 
-// A free mutex, nobody waiting: take it, with a store on one vproc and a
-// CAS with several. vp != nullptr.
+// A free mutex: take it, keeping its flags (it may be free with waiters
+// queued, one of them woken to retry), with a store on one vproc and a CAS
+// with several. vp != nullptr.
 inline bool mutex_take_fast(MutexImpl *m, Vproc *vp) {
     uintptr_t cur = m->owner.load(std::memory_order_relaxed);
-    if (m->kind > WEFT_MUTEX_RECURSIVE || cur != 0) return false;
+    if (m->kind > WEFT_MUTEX_RECURSIVE || MutexImpl::holder(cur)) return false;
     const uintptr_t me = reinterpret_cast<uintptr_t>(vp->current);
     if (!vp->smp) {
-        m->owner.store(me, std::memory_order_relaxed);
+        m->owner.store(me | cur, std::memory_order_relaxed);
         return true;
     }
-    return m->owner.compare_exchange_strong(cur, me, std::memory_order_acquire, std::memory_order_relaxed);
+    return m->owner.compare_exchange_strong(cur, me | cur, std::memory_order_acquire, std::memory_order_relaxed);
 }
 inline bool mutex_lock_fast(weft_mutex_t *pm, Vproc *vp) { return pm && vp && mutex_take_fast(impl(pm), vp); }
 
-// Owned by us, nobody waiting, not nested: release. What it costs is a
-// store on one vproc and a CAS with several, which fails (to mutex_unlock)
-// if a waiter has set kWaiters since the load.
+// Owned by us, not nested, and nobody to wake (no waiter, or one already
+// woken): release, keeping the flags. What it costs is a store on one vproc
+// and a CAS with several, which fails (to mutex_unlock) if the flags have
+// changed since the load.
 inline bool release_fast(MutexImpl *m, Vproc *vp) {
-    uintptr_t me = reinterpret_cast<uintptr_t>(vp->current);
-    if (m->owner.load(std::memory_order_relaxed) != me || m->depth) return false;
+    uintptr_t cur = m->owner.load(std::memory_order_relaxed);
+    if (MutexImpl::holder(cur) != reinterpret_cast<uintptr_t>(vp->current) || MutexImpl::must_wake(cur) || m->depth)
+        return false;
     if (!vp->smp) {
-        m->owner.store(0, std::memory_order_relaxed);
+        m->owner.store(cur & MutexImpl::kFlags, std::memory_order_relaxed);
         return true;
     }
-    return m->owner.compare_exchange_strong(me, 0, std::memory_order_release, std::memory_order_relaxed);
+    return m->owner.compare_exchange_strong(cur, cur & MutexImpl::kFlags, std::memory_order_release,
+                                            std::memory_order_relaxed);
 }
 inline bool mutex_unlock_fast(weft_mutex_t *pm, Vproc *vp) { return pm && vp && release_fast(impl(pm), vp); }
 
