@@ -49,6 +49,23 @@ inline constexpr uint32_t kDefaultMxcsr = 0x1F80;
 inline constexpr uint16_t kDefaultX87Cw = 0x037F;
 inline constexpr uint32_t kMxcsrFlags = 0x3F; // MXCSR's sticky exception flags (status, not control)
 
+// Runtime code that runs in a thread's own context and computes with
+// floating point — the blocking graph's averages, the resource and TAP
+// policies — must not leave its exception flags there: they are the
+// thread's, kept per thread by the switch. This keeps MXCSR across a scope.
+// (Reloading an unchanged value is cheap; a changed one, about 50 ns here:
+// docs/tuning.md. Only those opt-in features pay it.)
+class KeepFpStatus {
+public:
+    KeepFpStatus() : mxcsr_(__builtin_ia32_stmxcsr()) {}
+    ~KeepFpStatus() { __builtin_ia32_ldmxcsr(mxcsr_); }
+    KeepFpStatus(const KeepFpStatus &) = delete;
+    KeepFpStatus &operator=(const KeepFpStatus &) = delete;
+
+private:
+    unsigned mxcsr_;
+};
+
 } // namespace weft::detail
 
 #define WEFT_ARCH_CONTEXT_INTERNAL

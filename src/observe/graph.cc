@@ -241,6 +241,7 @@ void BlockingGraph::on_park(Tcb *t, int reason, const void *site, void *fp) {
         g->t_park = 0;
         return;
     }
+    KeepFpStatus keep; // the averages are doubles, computed in the parking thread's context
     uint64_t now = graph_ticks();
     const void *chain[kChainMax];
     int d = walk_chain(t, fp, site, chain, depth_);
@@ -264,6 +265,7 @@ void BlockingGraph::on_park(Tcb *t, int reason, const void *site, void *fp) {
 void BlockingGraph::on_resume(Tcb *t) {
     GraphThread *g = t->graph;
     if (!g || !(g->t_park | g->from)) return;
+    KeepFpStatus keep; // as in on_park
     uint64_t now = graph_ticks();
     if (g->t_park) {
         GraphNode &n = node_mut(g->at - 1);

@@ -382,6 +382,7 @@ void resource_destroy(void *s) { delete static_cast<ResourceState *>(s); }
 // first run) joins the new-work queue stamped with the time; when picked,
 // the stamp becomes how long it waited, for weft_admit.
 void resource_enqueue(void *s, Tcb *t) {
+    KeepFpStatus keep; // in the enqueuing thread's context
     auto *st = static_cast<ResourceState *>(s);
     if (t->graph) {
         st->sched.enqueue(t, t->graph->at);
@@ -392,6 +393,7 @@ void resource_enqueue(void *s, Tcb *t) {
 }
 
 Tcb *resource_pick(void *s) {
+    KeepFpStatus keep; // in the switching thread's context
     auto *st = static_cast<ResourceState *>(s);
     st->maybe_update();
     Tcb *t = st->sched.pick();
@@ -402,6 +404,7 @@ Tcb *resource_pick(void *s) {
 size_t resource_ready(void *s) { return static_cast<ResourceState *>(s)->sched.ready(); }
 
 bool resource_admit(void *s, Tcb *t) {
+    KeepFpStatus keep;
     auto *st = static_cast<ResourceState *>(s);
     return st->sched.admit(st->ns(t->policy_word));
 }

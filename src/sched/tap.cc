@@ -371,6 +371,7 @@ void tap_enqueue(void *p, Tcb *t) {
 // Network calls are made here, on whichever stack the vproc switches from:
 // errno is the switching thread's and is kept.
 Tcb *tap_pick(void *p) {
+    KeepFpStatus keep; // in the switching thread's context: the token refill computes with doubles
     auto *st = static_cast<TapState *>(p);
     const int saved_errno = errno;
     Tcb *t = nullptr;
