@@ -48,10 +48,11 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
     if (stealing) poll_countdown = poll_reload = kShareInterval;
 }
 
+// (Yields do not come here: they are blocking points for the graph, not
+// parks for the policy; see yield_as in core/thread.cc.)
 void park_hooks_enter(Vproc *vp, Tcb *self, int reason, const void *site, void *fp) {
     if (vp->graph) vp->graph->on_park(self, reason, site, fp);
-    // (A yield is a blocking point for the graph, not a park for the policy.)
-    if (reason != kYieldReason && !vp->fifo && vp->pol->on_park) vp->pol->on_park(vp->pol_state, self, reason, site);
+    if (!vp->fifo && vp->pol->on_park) vp->pol->on_park(vp->pol_state, self, reason, site);
 }
 
 Vproc::~Vproc() {

@@ -22,14 +22,11 @@ namespace {
     if (deadline) c->timed.enter(smp);
     c->lock.unlock(smp);
     // Release m entirely (a recursive one is restored below). Not nested and
-    // nobody to wake: inline, on one vproc a store of the word read above
-    // (nothing else has run since), with several release_fast's CAS; else
-    // the full unlock.
+    // nobody to wake: inline, from the word read above (on one vproc nothing
+    // else has run since; with several, the CAS fails if it has changed);
+    // else the full unlock.
     uint32_t depth = m->depth;
-    bool released = !depth && !MutexImpl::must_wake(owner) &&
-                    (smp ? release_fast(m, vp)
-                         : (m->owner.store(owner & MutexImpl::kFlags, std::memory_order_relaxed), true));
-    if (!released) {
+    if (depth || MutexImpl::must_wake(owner) || !release_word(m, owner, smp)) {
         m->depth = 0;
         mutex_unlock(pm);
     }

@@ -140,16 +140,9 @@ int mutex_unlock(weft_mutex_t *pm) {
         --m->depth;
         return 0;
     }
-    if (!MutexImpl::must_wake(cur)) { // nobody waits, or one is already woken: release, keep the flags
-        if (!smp) {
-            m->owner.store(cur & MutexImpl::kFlags, std::memory_order_relaxed);
-            return 0;
-        }
-        if (m->owner.compare_exchange_strong(cur, cur & MutexImpl::kFlags, std::memory_order_release,
-                                             std::memory_order_relaxed))
-            return 0;
-        // A waiter announced itself, or the woken one retried, meanwhile: below.
-    }
+    // Nobody waits, or one is already woken: release, keeping the flags. If
+    // a waiter announced itself, or the woken one retried, meanwhile: below.
+    if (!MutexImpl::must_wake(cur) && release_word(m, cur, smp)) return 0;
     // Hand over to the first waiter, or (the default) release and wake it
     // to take the mutex if it is still free when it runs. Handing over
     // makes every later lock queue behind a thread that is not running

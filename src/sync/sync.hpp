@@ -137,20 +137,25 @@ inline bool mutex_take_fast(MutexImpl *m, Vproc *vp) {
 }
 inline bool mutex_lock_fast(weft_mutex_t *pm, Vproc *vp) { return pm && vp && mutex_take_fast(impl(pm), vp); }
 
-// Owned by us, not nested, and nobody to wake (no waiter, or one already
-// woken): release, keeping the flags. What it costs is a store on one vproc
-// and a CAS with several, which fails (to mutex_unlock) if the flags have
-// changed since the load.
-inline bool release_fast(MutexImpl *m, Vproc *vp) {
-    uintptr_t cur = m->owner.load(std::memory_order_relaxed);
-    if (MutexImpl::holder(cur) != reinterpret_cast<uintptr_t>(vp->current) || MutexImpl::must_wake(cur) || m->depth)
-        return false;
-    if (!vp->smp) {
+// Release a mutex whose word was `cur` (held by the caller, nobody to
+// wake), keeping the flags: a store on one vproc, a CAS with several, which
+// fails (false: take mutex_unlock) if the word has changed since.
+inline bool release_word(MutexImpl *m, uintptr_t cur, bool smp) {
+    if (!smp) {
         m->owner.store(cur & MutexImpl::kFlags, std::memory_order_relaxed);
         return true;
     }
     return m->owner.compare_exchange_strong(cur, cur & MutexImpl::kFlags, std::memory_order_release,
                                             std::memory_order_relaxed);
+}
+
+// Owned by us, not nested, and nobody to wake (no waiter, or one already
+// woken): release, keeping the flags.
+inline bool release_fast(MutexImpl *m, Vproc *vp) {
+    uintptr_t cur = m->owner.load(std::memory_order_relaxed);
+    if (MutexImpl::holder(cur) != reinterpret_cast<uintptr_t>(vp->current) || MutexImpl::must_wake(cur) || m->depth)
+        return false;
+    return release_word(m, cur, vp->smp);
 }
 inline bool mutex_unlock_fast(weft_mutex_t *pm, Vproc *vp) { return pm && vp && release_fast(impl(pm), vp); }
 
