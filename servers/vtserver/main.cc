@@ -175,60 +175,104 @@ vt::Task<bool> drop_body(int fd, uint64_t left, uint64_t timeout) {
     co_return true;
 }
 
-// The reply: head and a memory body in one writev; a file's bytes by
-// sendfile after the head. False if the connection failed. Its own frame:
-// the awaiters of the three ways are not in the connection's while it idles.
-vt::Task<bool> send_reply(int fd, const weft::http::Reply &r, uint64_t timeout) {
-    if (r.body != BodyKind::File) {
-        struct iovec iov[2] = {{const_cast<char *>(r.head), r.head_len},
-                               {const_cast<char *>(r.mem), static_cast<size_t>(r.length)}};
-        const int n = r.body == BodyKind::Memory ? 2 : 1;
-        const size_t want = r.head_len + (n == 2 ? r.length : 0);
-        co_return co_await vt::within(vt::writev(fd, iov, n), timeout) == static_cast<ssize_t>(want);
-    }
-    if (co_await vt::within(vt::send(fd, r.head, r.head_len, MSG_MORE), timeout) != static_cast<ssize_t>(r.head_len))
-        co_return false;
-    co_return co_await vt::within(vt::sendfile(fd, r.file->fd, static_cast<off_t>(r.offset), r.length), timeout) ==
-        static_cast<ssize_t>(r.length);
+// The reply, in a frame of its own (so the awaiters are not in the
+// connection's while it idles), one for each way, so that a reply in
+// flight holds the awaiter of its way only. False if the connection failed.
+//
+// Head and memory body in one writev.
+vt::Task<bool> send_memory(int fd, const weft::http::Reply &r, uint64_t timeout) {
+    struct iovec iov[2] = {{const_cast<char *>(r.head), r.head_len},
+                           {const_cast<char *>(r.mem), static_cast<size_t>(r.length)}};
+    const int n = r.body == BodyKind::Memory ? 2 : 1;
+    const size_t want = r.head_len + (n == 2 ? r.length : 0);
+    co_return co_await vt::within(vt::writev(fd, iov, n), timeout) == static_cast<ssize_t>(want);
 }
 
-// One connection, the whole of its life. The state that lives across
-// requests is in this frame; the input buffer moves to the heap only for a
-// head longer than kInSmall.
+// The head, then the file's bytes by sendfile. The reply (its 1 KiB of
+// head) is freed once the head is out: while the body goes, which may take
+// long, only the file is held.
+vt::Task<bool> send_file(int fd, std::unique_ptr<weft::http::Reply> r, uint64_t timeout) {
+    if (co_await vt::within(vt::send(fd, r->head, r->head_len, MSG_MORE), timeout) != static_cast<ssize_t>(r->head_len))
+        co_return false;
+    weft::http::FileRef file = std::move(r->file);
+    const auto offset = static_cast<off_t>(r->offset);
+    const uint64_t length = r->length;
+    r.reset();
+    co_return co_await vt::within(vt::sendfile(fd, file->fd, offset, length), timeout) ==
+        static_cast<ssize_t>(length);
+}
+
+// The loop's input buffer, one per kernel thread (each vproc runs its own
+// loop there). A connection receives into it and parses and answers the
+// request there, without a suspension in between; it keeps bytes of its
+// own (InBuf) only across a suspension that needs them: a head that
+// arrives in pieces, a body to skip, pipelined requests. So a connection
+// that waits — for its next request, or for a reply to go out — holds its
+// frame and nothing else (docs/virtual-threads.md, "Memory per connection").
+thread_local char tl_in[kInBuf];
+
+// A connection's own bytes, on the heap while it has any.
+struct InBuf {
+    std::unique_ptr<char[]> mem;
+    size_t cap = 0;
+    // in[0, have) kept, with room for more: kInSmall, then kInBuf.
+    char *keep(const char *in, size_t have) {
+        const size_t want = have < kInSmall ? kInSmall : kInBuf;
+        if (cap < want || !mem) {
+            std::unique_ptr<char[]> m(new char[want]);
+            if (have) std::memmove(m.get(), in, have);
+            mem = std::move(m);
+            cap = want;
+        } else if (in != mem.get() && have) {
+            std::memmove(mem.get(), in, have);
+        }
+        return mem.get();
+    }
+    void release() {
+        mem.reset();
+        cap = 0;
+    }
+};
+
+// One connection, the whole of its life. Between requests it holds this
+// frame only (the reply and the input bytes come and go with a request).
 vt::Task<> serve(int fd) {
     Server &s = server;
     Server::Node node{fd, nullptr, nullptr};
     conn_register(&node);
     s.counters.open_conns.fetch_add(1, std::memory_order_relaxed);
     const uint64_t send_timeout = seconds_ns(s.opt.send_timeout_s);
-    char small[kInSmall];
-    std::unique_ptr<char[]> big;
-    char *in = small;
-    size_t cap = sizeof small, have = 0;
+    InBuf own;
+    char *in = nullptr; // tl_in (nothing kept) or own.mem
+    size_t have = 0;
     weft::http::Parser parser(s.limits);
     weft::http::Request req;
-    auto reply = std::make_unique<weft::http::Reply>(); // 1 KiB of head: not in the frame while idle
+    std::unique_ptr<weft::http::Reply> reply; // 1 KiB of head: only while a request is answered
     std::string page;
     long served = 0;
     uint64_t head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
 
     for (;;) {
+        if (!have) in = tl_in;
         ParseResult pr = have ? parser.parse(in, have, &req) : ParseResult{ParseResult::NeedMore, 0};
         bool closed = false;
         while (pr.kind == ParseResult::NeedMore) {
+            const size_t cap = in == tl_in ? kInBuf : own.cap;
             if (have == cap) {
                 if (cap == kInBuf) {
                     pr = {ParseResult::Error, 431};
                     break;
                 }
-                big.reset(new char[kInBuf]);
-                std::memcpy(big.get(), in, have);
-                in = big.get();
-                cap = kInBuf;
+                in = own.keep(in, have); // kInSmall -> kInBuf
+                continue;
             }
+            // A part of a head in the loop's buffer must survive the wait.
+            if (have && in == tl_in) in = own.keep(in, have);
             const bool idle = have == 0 && served > 0; // between requests: the keep-alive timeout
             const uint64_t deadline = idle ? weft_now_ns() + seconds_ns(s.opt.keepalive_timeout_s) : head_deadline;
-            ssize_t n = co_await vt::until(vt::recv(fd, in + have, cap - have), deadline);
+            if (!have) in = tl_in; // (another connection may have used it meanwhile: nothing of ours is in it)
+            const size_t room = (in == tl_in ? kInBuf : own.cap) - have;
+            ssize_t n = co_await vt::until(vt::recv(fd, in + have, room), deadline);
             if (n <= 0) {
                 if (n < 0 && errno == ETIMEDOUT) {
                     s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
@@ -245,6 +289,7 @@ vt::Task<> serve(int fd) {
 
         s.counters.requests.fetch_add(1, std::memory_order_relaxed);
         ++served;
+        if (!reply) reply = std::make_unique<weft::http::Reply>();
         weft::http::Reply &r = *reply;
         if (pr.kind == ParseResult::Error) {
             s.responder->error(pr.status, &r);
@@ -256,6 +301,11 @@ vt::Task<> serve(int fd) {
                     have -= static_cast<size_t>(req.body_len);
                 } else {
                     have = req.head_len;
+                    if (in == tl_in) { // the head must survive the body's waits: keep it, parse it there again
+                        in = own.keep(in, have);
+                        parser.reset();
+                        pr = parser.parse(in, have, &req);
+                    }
                     if (!co_await drop_body(fd, req.body_len - in_buf, send_timeout)) break;
                 }
             }
@@ -269,13 +319,21 @@ vt::Task<> serve(int fd) {
             }
         }
 
-        const bool ok = co_await send_reply(fd, r, send_timeout);
-        weft::srv::count_reply(s.counters, r.status, r.head_len + r.length, ok);
-        r.file.reset(); // let the cache close a replaced file now
-        if (!ok || !r.keep_alive || pr.kind == ParseResult::Error) break;
-
-        std::memmove(in, in + req.head_len, have - req.head_len);
-        have -= req.head_len;
+        // The request is answered in r; what follows it (pipelined bytes)
+        // is kept across the send, and nothing else.
+        const bool last = !r.keep_alive || pr.kind == ParseResult::Error;
+        have = last ? 0 : have - req.head_len;
+        if (have) in = own.keep(in + req.head_len, have);
+        else own.release();
+        const int status = r.status;
+        const uint64_t bytes = r.head_len + r.length;
+        const bool ok = r.body == BodyKind::File ? co_await send_file(fd, std::move(reply), send_timeout)
+                                                 : co_await send_memory(fd, r, send_timeout);
+        weft::srv::count_reply(s.counters, status, bytes, ok);
+        reply.reset(); // (and the cache may close a replaced file now)
+        page.clear();
+        page.shrink_to_fit();
+        if (!ok || last) break;
         head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
     }
     conn_unregister(&node);
