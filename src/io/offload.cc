@@ -54,12 +54,10 @@ void OffloadPool::reap_retired() {
     for (pthread_t t : gone) pthread_join(t, nullptr);
 }
 
-bool OffloadPool::run(Vproc *&vp, OffloadJob *job, const void *site) {
-    Tcb *self = vp->current;
-    job->waiter = self;
+bool OffloadPool::enqueue(OffloadJob *job, bool *reap, void (*before_visible)(void *), void *arg) {
     job->next = nullptr;
     pthread_mutex_lock(&mu_);
-    const bool reap = !retired_.empty();
+    *reap = !retired_.empty();
     // A worker per queued job while the bound allows: a job never waits
     // behind a slow one while a worker could still be started. An idle
     // worker already signalled for a queued job does not count as free.
@@ -81,18 +79,38 @@ bool OffloadPool::run(Vproc *&vp, OffloadJob *job, const void *site) {
             return false;
         }
     }
-    self->state = ThreadState::Parked; // before the job is visible: its worker may wake us at once
+    if (before_visible) before_visible(arg);
     if (tail_) tail_->next = job;
     else head_ = job;
     tail_ = job;
     ++queued_;
     pthread_cond_signal(&cv_);
     pthread_mutex_unlock(&mu_);
+    return true;
+}
+
+bool OffloadPool::run(Vproc *&vp, OffloadJob *job, const void *site) {
+    Tcb *self = vp->current;
+    job->waiter = self;
+    job->done = nullptr;
+    bool reap;
+    // Parked before the job is visible: its worker may wake us at once.
+    if (!enqueue(job, &reap, [](void *t) { static_cast<Tcb *>(t)->state = ThreadState::Parked; }, self))
+        return false;
     if (reap) reap_retired();
     vp->stats.offloaded.add();
     vp->io_wait_begin();
     park(vp, WEFT_PARK_OFFLOAD, site, 0);
     vp->io_wait_end();
+    return true;
+}
+
+bool OffloadPool::submit(Vproc *vp, OffloadJob *job) {
+    job->waiter = nullptr;
+    bool reap;
+    if (!enqueue(job, &reap, nullptr, nullptr)) return false;
+    if (reap) reap_retired();
+    vp->stats.offloaded.add();
     return true;
 }
 
@@ -129,8 +147,12 @@ void OffloadPool::worker() {
         pthread_mutex_unlock(&mu_);
         job->run(job);
         consume_sigpipe();
-        Tcb *t = job->waiter; // the job is gone once the thread runs
-        wake(t, 0, t->vp->smp);
+        if (auto done = job->done) { // the job is gone once done returns
+            done(job);
+        } else {
+            Tcb *t = job->waiter; // the job is gone once the thread runs
+            wake(t, 0, t->vp->smp);
+        }
         pthread_mutex_lock(&mu_);
     }
     pthread_mutex_unlock(&mu_);

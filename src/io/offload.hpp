@@ -24,7 +24,10 @@ namespace weft::detail {
 
 struct OffloadJob {
     void (*run)(OffloadJob *); // called on a worker
-    Tcb *waiter = nullptr;
+    Tcb *waiter = nullptr;     // run(): the parked thread the worker wakes
+    // submit(): called on the worker after run instead of a wake; the job
+    // is the callee's from then on (the worker never touches it again).
+    void (*done)(OffloadJob *) = nullptr;
     OffloadJob *next = nullptr;
 };
 
@@ -38,6 +41,11 @@ public:
     // Run job->run(job) on a worker while the calling weft thread parks.
     // False if no worker could be started (the caller runs it inline).
     bool run(Vproc *&vp, OffloadJob *job, const void *site);
+    // Queue job (with job->done set) for a worker and return at once: the
+    // caller parks nothing, and counts the wait itself if its vproc must
+    // not sleep past it (virtual threads, vt.cc). False if no worker could
+    // be started.
+    bool submit(Vproc *vp, OffloadJob *job);
     // The bound on workers, from now on (1..256). Returns the previous one.
     int set_max(int n);
     int max() const;
@@ -47,6 +55,10 @@ private:
     static void *worker_main(void *p);
     void worker();
     void reap_retired(); // join workers that left after a lowered bound (mu_ not held)
+    // Queue job, starting a worker if need be; before_visible(arg) runs under
+    // the lock just before the job can be taken. False: no worker could be
+    // started (nothing queued).
+    bool enqueue(OffloadJob *job, bool *reap, void (*before_visible)(void *), void *arg);
 
     int max_;                                      // (mu_)
     pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;

@@ -37,6 +37,7 @@
 #include "core/park.hpp"
 #include "core/runtime.hpp"
 #include "io/fd.hpp"
+#include "io/offload.hpp"
 #include "io/wrap.hpp"
 
 namespace weft::vt {
@@ -647,19 +648,46 @@ void io_timeout(wd::Timer *t) {
     }
 }
 
-// Run op's offload_work on a weft thread of this vproc, which parks on the
-// offload pool, then makes op's virtual thread ready to try again. false:
-// no thread could be made.
+// op's offload_work on the calling weft thread's behalf, parked on the
+// offload pool meanwhile (or inline when no worker can be started): where
+// there is no loop to go on with, or no job could be queued.
+void offload_here(detail::IoOp *op) {
+    weft_offload(
+        [](void *p) -> void * {
+            static_cast<detail::IoOp *>(p)->offload_work();
+            return nullptr;
+        },
+        op);
+}
+
+// op's offload_work, queued for a kernel worker of the offload pool; the
+// worker makes op's virtual thread ready when it is done, and the loop goes
+// on meanwhile. No weft thread waits for it (one did, with a stack's
+// touched pages for every stretch in flight): the vproc counts the job as
+// an I/O wait, so that with nothing else to do it sleeps in its reactor
+// until the worker's wake-up instead of reporting a deadlock (io_retry
+// takes it off the count). false: no job could be queued.
+struct VtJob : wd::OffloadJob {
+    detail::IoOp *op;
+};
+
 bool io_offload(detail::IoOp *op) {
+    wd::Vproc *vp = wd::tls_vproc;
+    auto *job = new (std::nothrow) VtJob{};
+    if (!job) return false;
+    job->op = op;
+    job->run = [](wd::OffloadJob *j) { static_cast<VtJob *>(j)->op->offload_work(); };
+    job->done = [](wd::OffloadJob *j) { // on the worker
+        detail::IoOp *op = static_cast<VtJob *>(j)->op;
+        delete static_cast<VtJob *>(j);
+        make_ready(op->vt);
+    };
     op->offloaded = true;
     op->vt->retry = op;
-    auto body = [](void *p) -> void * {
-        auto *op = static_cast<detail::IoOp *>(p);
-        op->offload_work();
-        make_ready(op->vt);
-        return nullptr;
-    };
-    if (helper_thread("vt-offload", body, op) == 0) return true;
+    ++vp->io_waiters;
+    if (wd::offload_pool(vp).submit(vp, job)) return true;
+    --vp->io_waiters;
+    delete job;
     op->offloaded = false;
     op->vt->retry = nullptr;
     return false;
@@ -669,7 +697,7 @@ bool io_offload(detail::IoOp *op) {
 bool io_wait(detail::IoOp *op) {
     while (op->result == detail::IoOp::kOffload) {
         if (io_offload(op)) return true;
-        op->offload_work(); // no thread: here, blocking the loop
+        offload_here(op); // no job: on the loop's weft thread, holding up the loop
         op->result = op->attempt();
     }
     if (op->result != -EAGAIN) return false;
@@ -723,6 +751,7 @@ bool io_retry(detail::IoOp *op) {
     auto *s = static_cast<wd::FdState *>(op->fdstate);
     if (op->offloaded) { // the worker's part is done: go on
         op->offloaded = false;
+        --vp->io_waiters; // (io_offload's)
         op->seq = s->seq.load(std::memory_order_acquire);
         op->result = op->attempt();
         if (op->result != -EAGAIN && op->result != detail::IoOp::kOffload) return true;
@@ -752,7 +781,7 @@ bool IoOp::io_begin(IoOp *op) noexcept {
     if (!s || s->kind == wd::FdKind::Unknown || s->kind == wd::FdKind::File) {
         // Out of range, closed, or a regular file (never "not ready"); work
         // for a worker is done here, on a weft thread if need be.
-        while ((op->result = op->attempt()) == IoOp::kOffload) op->offload_work();
+        while ((op->result = op->attempt()) == IoOp::kOffload) offload_here(op);
         return true;
     }
     wd::ensure_nonblock(vp, s, op->fd);
@@ -844,14 +873,7 @@ ssize_t SendfileOp::attempt() noexcept {
 // On a kernel worker, where waiting for the disk blocks nobody: send the
 // stretch from there (what the socket cannot take now is read in there).
 void SendfileOp::offload_work() noexcept {
-    weft_offload(
-        [](void *p) -> void * {
-            auto *op = static_cast<SendfileOp *>(p);
-            op->done += wd::sendfile_stretch(op->fd, op->in_fd, &op->offset,
-                                             static_cast<size_t>(op->checked_to - op->offset), &op->worker_error);
-            return nullptr;
-        },
-        this);
+    done += wd::sendfile_stretch(fd, in_fd, &offset, static_cast<size_t>(checked_to - offset), &worker_error);
 }
 
 ssize_t AcceptOp::attempt() noexcept {
