@@ -270,7 +270,6 @@ vt::Task<> serve(int fd) {
             if (have && in == tl_in) in = own.keep(in, have);
             const bool idle = have == 0 && served > 0; // between requests: the keep-alive timeout
             const uint64_t deadline = idle ? weft_now_ns() + seconds_ns(s.opt.keepalive_timeout_s) : head_deadline;
-            if (!have) in = tl_in; // (another connection may have used it meanwhile: nothing of ours is in it)
             const size_t room = (in == tl_in ? kInBuf : own.cap) - have;
             ssize_t n = co_await vt::until(vt::recv(fd, in + have, room), deadline);
             if (n <= 0) {

@@ -54,10 +54,10 @@ void OffloadPool::reap_retired() {
     for (pthread_t t : gone) pthread_join(t, nullptr);
 }
 
-bool OffloadPool::enqueue(OffloadJob *job, bool *reap, void (*before_visible)(void *), void *arg) {
+bool OffloadPool::enqueue(Vproc *vp, OffloadJob *job, Tcb *parks) {
     job->next = nullptr;
     pthread_mutex_lock(&mu_);
-    *reap = !retired_.empty();
+    const bool reap = !retired_.empty();
     // A worker per queued job while the bound allows: a job never waits
     // behind a slow one while a worker could still be started. An idle
     // worker already signalled for a queued job does not count as free.
@@ -79,13 +79,15 @@ bool OffloadPool::enqueue(OffloadJob *job, bool *reap, void (*before_visible)(vo
             return false;
         }
     }
-    if (before_visible) before_visible(arg);
+    if (parks) parks->state = ThreadState::Parked;
     if (tail_) tail_->next = job;
     else head_ = job;
     tail_ = job;
     ++queued_;
     pthread_cond_signal(&cv_);
     pthread_mutex_unlock(&mu_);
+    if (reap) reap_retired();
+    vp->stats.offloaded.add();
     return true;
 }
 
@@ -93,12 +95,7 @@ bool OffloadPool::run(Vproc *&vp, OffloadJob *job, const void *site) {
     Tcb *self = vp->current;
     job->waiter = self;
     job->done = nullptr;
-    bool reap;
-    // Parked before the job is visible: its worker may wake us at once.
-    if (!enqueue(job, &reap, [](void *t) { static_cast<Tcb *>(t)->state = ThreadState::Parked; }, self))
-        return false;
-    if (reap) reap_retired();
-    vp->stats.offloaded.add();
+    if (!enqueue(vp, job, self)) return false;
     vp->io_wait_begin();
     park(vp, WEFT_PARK_OFFLOAD, site, 0);
     vp->io_wait_end();
@@ -107,11 +104,7 @@ bool OffloadPool::run(Vproc *&vp, OffloadJob *job, const void *site) {
 
 bool OffloadPool::submit(Vproc *vp, OffloadJob *job) {
     job->waiter = nullptr;
-    bool reap;
-    if (!enqueue(job, &reap, nullptr, nullptr)) return false;
-    if (reap) reap_retired();
-    vp->stats.offloaded.add();
-    return true;
+    return enqueue(vp, job, nullptr);
 }
 
 void *OffloadPool::worker_main(void *p) {

@@ -55,10 +55,10 @@ private:
     static void *worker_main(void *p);
     void worker();
     void reap_retired(); // join workers that left after a lowered bound (mu_ not held)
-    // Queue job, starting a worker if need be; before_visible(arg) runs under
-    // the lock just before the job can be taken. False: no worker could be
-    // started (nothing queued).
-    bool enqueue(OffloadJob *job, bool *reap, void (*before_visible)(void *), void *arg);
+    // Queue job, starting a worker if need be, and count it; `parks` (if
+    // not null) is marked parked before the job can be taken, as its worker
+    // may wake it at once. False: no worker could be started (nothing queued).
+    bool enqueue(Vproc *vp, OffloadJob *job, Tcb *parks);
 
     int max_;                                      // (mu_)
     pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
