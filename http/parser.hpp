@@ -78,6 +78,15 @@ class Parser {
 public:
     explicit Parser(const Limits &limits = Limits{}) : limits_(limits) {}
 
+    // How far a partial head has been searched. A caller that keeps
+    // nothing but this across its waits (weft-vtserver's connections)
+    // makes a parser for each parse() call and hands the progress on.
+    struct Progress {
+        uint32_t scanned = 0, line_end = 0;
+    };
+    Parser(const Limits &limits, Progress p) : limits_(limits), scanned_(p.scanned), line_end_(p.line_end) {}
+    Progress progress() const { return {static_cast<uint32_t>(scanned_), static_cast<uint32_t>(line_end_)}; }
+
     // Look at buf[0, len): the buffer's whole unconsumed content, starting
     // with the request. Call again with the same start and a longer len as
     // bytes arrive. On Done, *req describes the request and the parser is

@@ -22,7 +22,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -160,58 +163,20 @@ std::string stats_extra() {
 
 } // namespace
 
-// The coroutines (not in an anonymous namespace: the stats page names them).
-namespace vtserver {
-
-// Read and drop `left` bytes of a request body (its own frame: only a
-// request with a body pays for the buffer).
-vt::Task<bool> drop_body(int fd, uint64_t left, uint64_t timeout) {
-    char sink[1024];
-    while (left > 0) {
-        ssize_t n = co_await vt::within(vt::recv(fd, sink, std::min<uint64_t>(left, sizeof sink)), timeout);
-        if (n <= 0) co_return false;
-        left -= static_cast<uint64_t>(n);
-    }
-    co_return true;
-}
-
-// The reply, in a frame of its own (so the awaiters are not in the
-// connection's while it idles), one for each way, so that a reply in
-// flight holds the awaiter of its way only. False if the connection failed.
-//
-// Head and memory body in one writev.
-vt::Task<bool> send_memory(int fd, const weft::http::Reply &r, uint64_t timeout) {
-    struct iovec iov[2] = {{const_cast<char *>(r.head), r.head_len},
-                           {const_cast<char *>(r.mem), static_cast<size_t>(r.length)}};
-    const int n = r.body == BodyKind::Memory ? 2 : 1;
-    const size_t want = r.head_len + (n == 2 ? r.length : 0);
-    co_return co_await vt::within(vt::writev(fd, iov, n), timeout) == static_cast<ssize_t>(want);
-}
-
-// The head, then the file's bytes by sendfile. The reply (its 1 KiB of
-// head) is freed once the head is out: while the body goes, which may take
-// long, only the file is held.
-vt::Task<bool> send_file(int fd, std::unique_ptr<weft::http::Reply> r, uint64_t timeout) {
-    if (co_await vt::within(vt::send(fd, r->head, r->head_len, MSG_MORE), timeout) != static_cast<ssize_t>(r->head_len))
-        co_return false;
-    weft::http::FileRef file = std::move(r->file);
-    const auto offset = static_cast<off_t>(r->offset);
-    const uint64_t length = r->length;
-    r.reset();
-    co_return co_await vt::within(vt::sendfile(fd, file->fd, offset, length), timeout) ==
-        static_cast<ssize_t>(length);
-}
-
-// The loop's input buffer, one per kernel thread (each vproc runs its own
-// loop there). A connection receives into it and parses and answers the
-// request there, without a suspension in between; it keeps bytes of its
-// own (InBuf) only across a suspension that needs them: a head that
-// arrives in pieces, a body to skip, pipelined requests. So a connection
-// that waits — for its next request, or for a reply to go out — holds its
+// The loop's buffers, one set per kernel thread (each vproc runs its own
+// loop there). A connection receives into tl_in, then parses and answers
+// the request in tl_req and tl_reply, with no wait in between. What must
+// survive a wait is copied out just then, and only then: a head that
+// arrives in pieces, a body to skip, pipelined requests (InBuf), reply
+// bytes the socket does not take at once (Io::keep). So a connection that
+// waits — for its next request, or for a reply to go out — holds its
 // frame and nothing else (docs/virtual-threads.md, "Memory per connection").
 thread_local char tl_in[kInBuf];
+thread_local weft::http::Request tl_req;
+thread_local weft::http::Reply tl_reply;
+thread_local std::string tl_page; // the stats page
 
-// A connection's own bytes, on the heap while it has any.
+// A connection's own input bytes, on the heap while it has any.
 struct InBuf {
     std::unique_ptr<char[]> mem;
     size_t cap = 0;
@@ -234,110 +199,308 @@ struct InBuf {
     }
 };
 
-// One connection, the whole of its life. Between requests it holds this
-// frame only (the reply and the input bytes come and go with a request).
-vt::Task<> serve(int fd) {
-    Server &s = server;
-    Server::Node node{fd, nullptr, nullptr};
-    conn_register(&node);
-    s.counters.open_conns.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t send_timeout = seconds_ns(s.opt.send_timeout_s);
-    InBuf own;
-    char *in = nullptr; // tl_in (nothing kept) or own.mem
-    size_t have = 0;
-    weft::http::Parser parser(s.limits);
-    weft::http::Request req;
-    std::unique_ptr<weft::http::Reply> reply; // 1 KiB of head: only while a request is answered
-    std::string page;
-    long served = 0;
-    uint64_t head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+// A connection's one awaiter: whichever of its I/O operations it waits
+// for, built in place for each wait. GCC gives every awaiter temporary of
+// a coroutine a slot of its own in the frame, for the frame's whole life,
+// so a connection that awaited a RecvOp, a WriteOp and a SendfileOp
+// directly would carry all three; this slot is the largest of them. Bytes
+// of the loop's buffers that a send must wait with are copied to the heap
+// first (keep), out of the way of the other connections of the loop.
+class Io {
+public:
+    Io() noexcept {}
+    Io(const Io &) = delete;
+    Io &operator=(const Io &) = delete;
 
-    for (;;) {
-        if (!have) in = tl_in;
-        ParseResult pr = have ? parser.parse(in, have, &req) : ParseResult{ParseResult::NeedMore, 0};
-        bool closed = false;
-        while (pr.kind == ParseResult::NeedMore) {
-            const size_t cap = in == tl_in ? kInBuf : own.cap;
-            if (have == cap) {
-                if (cap == kInBuf) {
-                    pr = {ParseResult::Error, 431};
-                    break;
-                }
-                in = own.keep(in, have); // kInSmall -> kInBuf
-                continue;
-            }
-            // A part of a head in the loop's buffer must survive the wait.
-            if (have && in == tl_in) in = own.keep(in, have);
-            const bool idle = have == 0 && served > 0; // between requests: the keep-alive timeout
-            const uint64_t deadline = idle ? weft_now_ns() + seconds_ns(s.opt.keepalive_timeout_s) : head_deadline;
-            const size_t room = (in == tl_in ? kInBuf : own.cap) - have;
-            ssize_t n = co_await vt::until(vt::recv(fd, in + have, room), deadline);
-            if (n <= 0) {
-                if (n < 0 && errno == ETIMEDOUT) {
-                    s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-                    if (!idle) pr = {ParseResult::Error, 408}; // a slow head gets 408; an idle client just goes
-                }
-                closed = pr.kind != ParseResult::Error;
-                break;
-            }
-            if (idle) head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
-            have += static_cast<size_t>(n);
-            pr = parser.parse(in, have, &req);
+    // deadline: absolute (weft_now_ns), timeout: per wait; 0 for none.
+    // What co_await takes: a pointer to the Io (GCC would copy an lvalue awaiter).
+    struct Wait {
+        Io *io;
+        bool await_ready() noexcept { return io->op_->await_ready(); }
+        bool await_suspend(std::coroutine_handle<> c) noexcept { return io->suspend(c); }
+        ssize_t await_resume() noexcept {
+            io->kept_.reset();
+            return io->op_->await_resume();
         }
-        if (closed) break;
+    };
 
-        s.counters.requests.fetch_add(1, std::memory_order_relaxed);
-        ++served;
-        if (!reply) reply = std::make_unique<weft::http::Reply>();
-        weft::http::Reply &r = *reply;
-        if (pr.kind == ParseResult::Error) {
-            s.responder->error(pr.status, &r);
-        } else {
-            if (req.has_body) { // read and drop it
-                size_t in_buf = have - req.head_len;
-                if (in_buf >= req.body_len) {
-                    std::memmove(in + req.head_len, in + req.head_len + req.body_len, in_buf - req.body_len);
-                    have -= static_cast<size_t>(req.body_len);
-                } else {
-                    have = req.head_len;
-                    if (in == tl_in) { // the head must survive the body's waits: keep it, parse it there again
-                        in = own.keep(in, have);
-                        parser.reset();
-                        pr = parser.parse(in, have, &req);
-                    }
-                    if (!co_await drop_body(fd, req.body_len - in_buf, send_timeout)) break;
-                }
-            }
-            const bool allow_ka = !s.stopping.load(std::memory_order_relaxed) && served < s.opt.max_requests;
-            if (s.opt.stats && weft::srv::is_stats_target(req.target)) {
-                page = weft::srv::stats_json(kProg, "vt", static_cast<double>(weft_now_ns() - s.started_ns) / 1e9,
-                                             s.counters, s.cache->counters(), stats_extra());
-                weft::srv::stats_reply(kProg, req, allow_ka && req.keep_alive, &page, &r);
-            } else {
-                s.responder->respond(req, allow_ka, &r);
-            }
-        }
-
-        // The request is answered in r; what follows it (pipelined bytes)
-        // is kept across the send, and nothing else.
-        const bool last = !r.keep_alive || pr.kind == ParseResult::Error;
-        have = last ? 0 : have - req.head_len;
-        if (have) in = own.keep(in + req.head_len, have);
-        else own.release();
-        const int status = r.status;
-        const uint64_t bytes = r.head_len + r.length;
-        const bool ok = r.body == BodyKind::File ? co_await send_file(fd, std::move(reply), send_timeout)
-                                                 : co_await send_memory(fd, r, send_timeout);
-        weft::srv::count_reply(s.counters, status, bytes, ok);
-        reply.reset(); // (and the cache may close a replaced file now)
-        page.clear();
-        page.shrink_to_fit();
-        if (!ok || last) break;
-        head_deadline = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+    Wait recv(int fd, void *buf, size_t n, uint64_t deadline, uint64_t timeout) noexcept {
+        return arm(new (slot_) vt::RecvOp(fd, buf, n, 0), deadline, timeout);
     }
-    conn_unregister(&node);
-    s.counters.open_conns.fetch_sub(1, std::memory_order_relaxed);
-    vt::close(fd);
+    // n bytes at buf, all of them; `loops`: they are in the loop's buffers.
+    Wait send(int fd, const char *buf, size_t n, int flags, bool loops, uint64_t timeout) noexcept {
+        vt::WriteOp *op = new (slot_) vt::WriteOp(fd, buf, n, flags);
+        arm(op, 0, timeout);
+        if (loops) write_ = op;
+        return {this};
+    }
+    Wait sendfile(int fd, int file, off_t offset, size_t n, uint64_t timeout) noexcept {
+        return arm(new (slot_) vt::SendfileOp(fd, file, offset, n), 0, timeout);
+    }
+
+private:
+    bool suspend(std::coroutine_handle<> c) noexcept {
+        if (write_ && !keep()) return false; // no memory: fail the send (ENOMEM) instead
+        return op_->await_suspend(c);
+    }
+
+    static constexpr size_t kSlot = std::max({sizeof(vt::RecvOp), sizeof(vt::WriteOp), sizeof(vt::SendfileOp)});
+    static constexpr size_t kAlign =
+        std::max({alignof(vt::RecvOp), alignof(vt::WriteOp), alignof(vt::SendfileOp)});
+    // Each op is simply built over the last one (whose wait has ended).
+    static_assert(std::is_trivially_destructible_v<vt::RecvOp> && std::is_trivially_destructible_v<vt::WriteOp> &&
+                  std::is_trivially_destructible_v<vt::SendfileOp>);
+
+    Wait arm(vt::detail::IoOp *op, uint64_t deadline, uint64_t timeout) noexcept {
+        op->deadline = deadline;
+        op->timeout = timeout;
+        op_ = op;
+        write_ = nullptr;
+        return {this};
+    }
+    // The send's bytes to the heap, for its wait. The head is at most
+    // 1 KiB; a body from the loop's buffers is the stats page.
+    bool keep() noexcept {
+        char *m = new (std::nothrow) char[write_->len];
+        if (!m) {
+            write_->result = -ENOMEM;
+            return false;
+        }
+        std::memcpy(m, write_->buf, write_->len);
+        kept_.reset(m);
+        write_->buf = m;
+        write_ = nullptr;
+        return true;
+    }
+
+    alignas(kAlign) unsigned char slot_[kSlot];
+    vt::detail::IoOp *op_ = nullptr;
+    vt::WriteOp *write_ = nullptr; // a send of the loop's bytes, not yet kept
+    std::unique_ptr<char[]> kept_;
+};
+
+// A connection across its waits: with its Io, all that its frame holds.
+// Each step between two waits is a call here (no coroutine: its locals
+// are on the loop's stack, not in the frame).
+class Conn {
+public:
+    explicit Conn(int fd) : node_{fd, nullptr, nullptr} {
+        Server &s = server;
+        conn_register(&node_);
+        s.counters.open_conns.fetch_add(1, std::memory_order_relaxed);
+        head_deadline_ = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+    }
+    ~Conn() {
+        conn_unregister(&node_);
+        server.counters.open_conns.fetch_sub(1, std::memory_order_relaxed);
+        vt::close(node_.fd);
+    }
+    Conn(const Conn &) = delete;
+    Conn &operator=(const Conn &) = delete;
+
+    int fd() const { return node_.fd; }
+    static uint64_t send_timeout() { return seconds_ns(server.opt.send_timeout_s); }
+
+    // 1. A head. Parses what is here; true: wait for more, into room().
+    bool need_more();
+    char *room() const { return in_ + have_; }
+    size_t room_size() const { return (in_ == tl_in ? kInBuf : own_.cap) - have_; }
+    uint64_t deadline() const {
+        return idle_ ? weft_now_ns() + seconds_ns(server.opt.keepalive_timeout_s) : head_deadline_;
+    }
+    // What that wait's recv returned. False: the connection ends.
+    bool received(ssize_t n);
+
+    // 2. A body to read (into the loop's buffer) and drop.
+    bool body_left() const { return body_left_ > 0; }
+    size_t body_chunk() const { return static_cast<size_t>(std::min<uint64_t>(body_left_, kInBuf)); }
+    bool dropped(ssize_t n) {
+        if (n <= 0) return false;
+        body_left_ -= static_cast<uint64_t>(n);
+        return true;
+    }
+
+    // 3. The answer, in tl_reply; then its head, then its body.
+    void answer();
+    uint32_t head_len() const { return head_len_; }
+    int head_flags() const { return body_ == BodyKind::None ? 0 : MSG_MORE; }
+    BodyKind body() const { return body_; }
+    const char *mem() const { return mem_; }
+    bool mem_is_loops() const { return mem_ == tl_page.data(); }
+    int file_fd() const { return file_->fd; }
+    off_t offset() const { return static_cast<off_t>(offset_); }
+    size_t length() const { return static_cast<size_t>(length_); }
+
+    // 4. The reply went (ok) or not. False: the connection ends.
+    bool replied(bool ok);
+
+private:
+    void took_head();
+
+    Server::Node node_;
+    char *in_ = tl_in;                  // tl_in (nothing kept) or own_.mem
+    uint32_t have_ = 0;                 // bytes at in_
+    uint32_t served_ = 0;               // requests answered
+    InBuf own_;
+    weft::http::Parser::Progress progress_; // of a head that arrives in pieces
+    uint64_t head_deadline_;
+    uint64_t body_left_ = 0;
+    uint16_t error_ = 0;                // to answer instead of a request (408, 431, 4xx from the parser)
+    uint16_t status_ = 0;               // of the reply in flight
+    bool idle_ = false;                 // the wait is between requests (the keep-alive timeout)
+    bool parsed_ = false;               // tl_req is this head's, parsed since the last wait
+    bool last_ = false;                 // close after the reply
+    BodyKind body_ = BodyKind::None;
+    uint32_t head_len_ = 0;
+    const char *mem_ = nullptr;
+    uint64_t offset_ = 0, length_ = 0;
+    weft::http::FileRef file_;          // while its bytes go out
+};
+
+bool Conn::need_more() {
+    if (error_) return false;
+    idle_ = false;
+    if (have_ == 0) {
+        in_ = tl_in;
+        idle_ = served_ > 0;
+        return true;
+    }
+    weft::http::Parser p(server.limits, progress_);
+    const ParseResult pr = p.parse(in_, have_, &tl_req);
+    progress_ = p.progress();
+    if (pr.kind == ParseResult::Error) {
+        error_ = pr.status;
+        return false;
+    }
+    if (pr.kind == ParseResult::Done) {
+        took_head();
+        return false;
+    }
+    // A part of a head: it must survive the wait, with room after it.
+    const size_t cap = in_ == tl_in ? kInBuf : own_.cap;
+    if (have_ == cap && cap == kInBuf) {
+        error_ = 431;
+        return false;
+    }
+    if (in_ == tl_in || have_ == cap) in_ = own_.keep(in_, have_); // (kInSmall -> kInBuf)
+    return true;
+}
+
+bool Conn::received(ssize_t n) {
+    Server &s = server;
+    if (n > 0) {
+        if (idle_) head_deadline_ = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+        have_ += static_cast<uint32_t>(n);
+        return true;
+    }
+    if (n < 0 && errno == ETIMEDOUT) {
+        s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+        if (!idle_) { // a slow head gets 408; an idle client just goes
+            error_ = 408;
+            return true;
+        }
+    }
+    return false;
+}
+
+// tl_req is a whole head at in_: drop the body that follows it, here or
+// by reading it in.
+void Conn::took_head() {
+    parsed_ = true;
+    const weft::http::Request &req = tl_req;
+    if (!req.has_body) return;
+    const uint32_t in_buf = have_ - req.head_len;
+    if (in_buf >= req.body_len) {
+        const auto body = static_cast<uint32_t>(req.body_len);
+        std::memmove(in_ + req.head_len, in_ + req.head_len + body, in_buf - body);
+        have_ -= body;
+        return;
+    }
+    body_left_ = req.body_len - in_buf;
+    have_ = req.head_len;
+    if (in_ == tl_in) in_ = own_.keep(in_, have_);
+    parsed_ = false; // the body's waits: parse the kept head again to answer it
+}
+
+void Conn::answer() {
+    Server &s = server;
+    weft::http::Request &req = tl_req;
+    weft::http::Reply &r = tl_reply;
+    if (!error_ && !parsed_) {
+        weft::http::Parser p(s.limits);
+        const ParseResult pr = p.parse(in_, have_, &req);
+        if (pr.kind != ParseResult::Done) error_ = pr.kind == ParseResult::Error ? pr.status : 400;
+    }
+    s.counters.requests.fetch_add(1, std::memory_order_relaxed);
+    ++served_;
+    if (error_) {
+        s.responder->error(error_, &r);
+    } else {
+        const bool allow_ka = !s.stopping.load(std::memory_order_relaxed) && served_ < s.opt.max_requests;
+        if (s.opt.stats && weft::srv::is_stats_target(req.target)) {
+            tl_page = weft::srv::stats_json(kProg, "vt", static_cast<double>(weft_now_ns() - s.started_ns) / 1e9,
+                                            s.counters, s.cache->counters(), stats_extra());
+            weft::srv::stats_reply(kProg, req, allow_ka && req.keep_alive, &tl_page, &r);
+        } else {
+            s.responder->respond(req, allow_ka, &r);
+        }
+    }
+
+    // What follows the head (pipelined requests) is kept across the
+    // reply's waits; the rest of the reply is copied out of tl_reply.
+    last_ = !r.keep_alive || error_;
+    have_ = last_ ? 0 : have_ - req.head_len;
+    if (have_) {
+        in_ = own_.keep(in_ + req.head_len, have_);
+    } else {
+        own_.release();
+        in_ = tl_in;
+    }
+    parsed_ = false;
+    progress_ = {};
+    status_ = r.status;
+    head_len_ = r.head_len;
+    body_ = r.body;
+    mem_ = body_ == BodyKind::Memory ? r.mem : nullptr;
+    offset_ = r.offset;
+    length_ = body_ == BodyKind::None ? 0 : r.length;
+    file_ = std::move(r.file);
+}
+
+bool Conn::replied(bool ok) {
+    weft::srv::count_reply(server.counters, status_, head_len_ + length_, ok);
+    file_.reset(); // (and the cache may close a replaced file now)
+    mem_ = nullptr;
+    if (!ok || last_) return false;
+    error_ = 0;
+    head_deadline_ = weft_now_ns() + seconds_ns(server.opt.header_timeout_s);
+    return true;
+}
+
+// The coroutine (not in an anonymous namespace: the stats page names it).
+namespace vtserver {
+
+// One connection, the whole of its life, in plain threaded style: read a
+// head, drop a body, answer, send; again while the client keeps it open.
+vt::Task<> serve(int fd) {
+    Conn c(fd);
+    Io io;
+    for (;;) {
+        while (c.need_more())
+            if (!c.received(co_await io.recv(fd, c.room(), c.room_size(), c.deadline(), 0))) co_return;
+        while (c.body_left())
+            if (!c.dropped(co_await io.recv(fd, tl_in, c.body_chunk(), 0, Conn::send_timeout()))) co_return;
+        c.answer();
+        bool ok = co_await io.send(fd, tl_reply.head, c.head_len(), c.head_flags(), true, Conn::send_timeout()) ==
+                  static_cast<ssize_t>(c.head_len());
+        if (ok && c.body() == BodyKind::Memory)
+            ok = co_await io.send(fd, c.mem(), c.length(), 0, c.mem_is_loops(), Conn::send_timeout()) ==
+                 static_cast<ssize_t>(c.length());
+        else if (ok && c.body() == BodyKind::File)
+            ok = co_await io.sendfile(fd, c.file_fd(), c.offset(), c.length(), Conn::send_timeout()) ==
+                 static_cast<ssize_t>(c.length());
+        if (!c.replied(ok)) co_return;
+    }
 }
 } // namespace vtserver
 

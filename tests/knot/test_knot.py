@@ -1065,6 +1065,57 @@ class SlowClientTest(KnotTestCase):
                 c.close()
 
 
+class HeldRepliesTest(KnotTestCase):
+    """Clients that pipeline and do not read make the server wait with a
+    reply head half sent, on several connections at once: each head that
+    finally goes must still be its own request's. (A server that builds
+    heads in a buffer its connections share, as weft-vtserver does, must
+    move a head out before it waits; with the move taken out this test
+    fails.) HEAD replies are all head, so they fill the socket buffers
+    with heads."""
+    flags = ("--max-requests", "100000")
+    CONNS = 6
+    REQUESTS = 12000  # HEAD replies per connection: some MB, beyond the socket buffers
+
+    @classmethod
+    def populate(cls, root):
+        cls.targets = [f"/h{i}.bin" for i in range(8)]
+        for i, target in enumerate(cls.targets):
+            write_file(root, target[1:], os.urandom(3 * KIB + 517 * i))
+
+    def test_heads_sent_after_a_wait_are_their_own_requests(self):
+        def without_date(r):
+            return [(k, v) for k, v in r.header_list if k.lower() != "date"]
+
+        expected = {}
+        with Conn(self.port) as c:
+            for t in self.targets:
+                r = c.exchange(request(t, method="HEAD"))
+                self.assertEqual(r.status, 200, t)
+                expected[t] = without_date(r)
+        conns, senders = [], []
+        try:
+            for k in range(self.CONNS):
+                c = Conn(self.port, rcvbuf=4 * KIB, timeout=slow(20))
+                conns.append(c)
+                batch = b"".join(request(self.targets[(i + k) % 8], method="HEAD") for i in range(self.REQUESTS))
+                senders.append(threading.Thread(target=c.send, args=(batch,), daemon=True))
+                senders[-1].start()
+            time.sleep(0.5)  # the socket buffers fill; the server waits with heads half sent
+            for k, c in enumerate(conns):
+                for i in range(self.REQUESTS):
+                    target = self.targets[(i + k) % 8]
+                    r = c.read_response(head_request=True)
+                    self.assertIsNotNone(r, f"connection {k} closed after {i} replies")
+                    self.assertEqual((r.status, without_date(r)), (200, expected[target]),
+                                     f"connection {k}, reply {i}: not the head of {target}")
+        finally:
+            for c in conns:
+                c.close()
+            for t in senders:
+                t.join(slow(10))
+
+
 class LargeFileTest(KnotTestCase):
     group = "large"
 
