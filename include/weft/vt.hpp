@@ -201,7 +201,7 @@ struct IoOp {
     uint32_t seq = 0;
     int woke = 0;              // what the reactor said (0, EBADF)
     bool offloaded = false;    // parked on offload_work, not on the descriptor
-    alignas(8) unsigned char waiter[64]; // the reactor's IoWaiter
+    alignas(8) unsigned char waiter[48]; // the reactor's IoWaiter and a pointer back
     alignas(8) unsigned char timer[40];  // the vproc's Timer, for `deadline`
 
     IoOp(int f, uint32_t ev) noexcept : fd(f), events(ev) {}

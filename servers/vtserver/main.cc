@@ -100,8 +100,8 @@ struct Server {
     weft_mutex_t mu = WEFT_MUTEX_INITIALIZER;
     weft_cond_t all_gone = WEFT_COND_INITIALIZER;
     struct Node {
-        int fd;
         Node *prev, *next;
+        int fd;
     } *conns = nullptr;
     long live = 0;
     bool shutting = false;
@@ -167,7 +167,7 @@ std::string stats_extra() {
 // loop there). A connection receives into tl_in, then parses and answers
 // the request in tl_req and tl_reply, with no wait in between. What must
 // survive a wait is copied out just then, and only then: a head that
-// arrives in pieces, a body to skip, pipelined requests (InBuf), reply
+// arrives in pieces, a body to skip, pipelined requests (Conn::own_), reply
 // bytes the socket does not take at once (Io::keep). So a connection that
 // waits — for its next request, or for a reply to go out — holds its
 // frame and nothing else (docs/virtual-threads.md, "Memory per connection").
@@ -175,29 +175,6 @@ thread_local char tl_in[kInBuf];
 thread_local weft::http::Request tl_req;
 thread_local weft::http::Reply tl_reply;
 thread_local std::string tl_page; // the stats page
-
-// A connection's own input bytes, on the heap while it has any.
-struct InBuf {
-    std::unique_ptr<char[]> mem;
-    size_t cap = 0;
-    // in[0, have) kept, with room for more: kInSmall, then kInBuf.
-    char *keep(const char *in, size_t have) {
-        const size_t want = have < kInSmall ? kInSmall : kInBuf;
-        if (cap < want || !mem) {
-            std::unique_ptr<char[]> m(new char[want]);
-            if (have) std::memmove(m.get(), in, have);
-            mem = std::move(m);
-            cap = want;
-        } else if (in != mem.get() && have) {
-            std::memmove(mem.get(), in, have);
-        }
-        return mem.get();
-    }
-    void release() {
-        mem.reset();
-        cap = 0;
-    }
-};
 
 // A connection's one awaiter: whichever of its I/O operations it waits
 // for, built in place for each wait. GCC gives every awaiter temporary of
@@ -212,7 +189,6 @@ public:
     Io(const Io &) = delete;
     Io &operator=(const Io &) = delete;
 
-    // deadline: absolute (weft_now_ns), timeout: per wait; 0 for none.
     // What co_await takes: a pointer to the Io (GCC would copy an lvalue awaiter).
     struct Wait {
         Io *io;
@@ -224,26 +200,21 @@ public:
         }
     };
 
+    // deadline: absolute (weft_now_ns), timeout: per wait; 0 for none.
     Wait recv(int fd, void *buf, size_t n, uint64_t deadline, uint64_t timeout) noexcept {
         return arm(new (slot_) vt::RecvOp(fd, buf, n, 0), deadline, timeout);
     }
     // n bytes at buf, all of them; `loops`: they are in the loop's buffers.
     Wait send(int fd, const char *buf, size_t n, int flags, bool loops, uint64_t timeout) noexcept {
-        vt::WriteOp *op = new (slot_) vt::WriteOp(fd, buf, n, flags);
-        arm(op, 0, timeout);
-        if (loops) write_ = op;
-        return {this};
+        Wait w = arm(new (slot_) vt::WriteOp(fd, buf, n, flags), 0, timeout);
+        keep_ = loops;
+        return w;
     }
     Wait sendfile(int fd, int file, off_t offset, size_t n, uint64_t timeout) noexcept {
         return arm(new (slot_) vt::SendfileOp(fd, file, offset, n), 0, timeout);
     }
 
 private:
-    bool suspend(std::coroutine_handle<> c) noexcept {
-        if (write_ && !keep()) return false; // no memory: fail the send (ENOMEM) instead
-        return op_->await_suspend(c);
-    }
-
     static constexpr size_t kSlot = std::max({sizeof(vt::RecvOp), sizeof(vt::WriteOp), sizeof(vt::SendfileOp)});
     static constexpr size_t kAlign =
         std::max({alignof(vt::RecvOp), alignof(vt::WriteOp), alignof(vt::SendfileOp)});
@@ -255,118 +226,130 @@ private:
         op->deadline = deadline;
         op->timeout = timeout;
         op_ = op;
-        write_ = nullptr;
+        keep_ = false;
         return {this};
     }
-    // The send's bytes to the heap, for its wait. The head is at most
-    // 1 KiB; a body from the loop's buffers is the stats page.
+    bool suspend(std::coroutine_handle<> c) noexcept {
+        if (keep_ && !keep()) return false; // no memory: the send fails (ENOMEM) instead
+        return op_->await_suspend(c);
+    }
+    // The send's bytes to the heap, for its wait: a head (at most 1 KiB),
+    // or the stats page.
     bool keep() noexcept {
-        char *m = new (std::nothrow) char[write_->len];
+        auto *op = static_cast<vt::WriteOp *>(op_);
+        char *m = new (std::nothrow) char[op->len];
         if (!m) {
-            write_->result = -ENOMEM;
+            op->result = -ENOMEM;
             return false;
         }
-        std::memcpy(m, write_->buf, write_->len);
+        std::memcpy(m, op->buf, op->len);
         kept_.reset(m);
-        write_->buf = m;
-        write_ = nullptr;
+        op->buf = m;
+        keep_ = false;
         return true;
     }
 
     alignas(kAlign) unsigned char slot_[kSlot];
     vt::detail::IoOp *op_ = nullptr;
-    vt::WriteOp *write_ = nullptr; // a send of the loop's bytes, not yet kept
-    std::unique_ptr<char[]> kept_;
+    std::unique_ptr<char[]> kept_; // the bytes of a send that waits
+    bool keep_ = false;            // op_ is a send of the loop's bytes, not yet kept
 };
 
 // A connection across its waits: with its Io, all that its frame holds.
-// Each step between two waits is a call here (no coroutine: its locals
-// are on the loop's stack, not in the frame).
-class Conn {
+// Each step between two waits is a call here (not a coroutine: its locals
+// are on the loop's stack, not in the frame). A request goes through the
+// stages in order: its head arrives, its body (if any) is read and
+// dropped, it is answered, the reply's head goes, then its body.
+class Conn : Server::Node {
 public:
-    explicit Conn(int fd) : node_{fd, nullptr, nullptr} {
+    explicit Conn(int fd) : Node{nullptr, nullptr, fd} {
         Server &s = server;
-        conn_register(&node_);
+        conn_register(this);
         s.counters.open_conns.fetch_add(1, std::memory_order_relaxed);
         head_deadline_ = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
     }
     ~Conn() {
-        conn_unregister(&node_);
+        conn_unregister(this);
         server.counters.open_conns.fetch_sub(1, std::memory_order_relaxed);
-        vt::close(node_.fd);
+        vt::close(fd);
     }
     Conn(const Conn &) = delete;
     Conn &operator=(const Conn &) = delete;
 
-    int fd() const { return node_.fd; }
-    static uint64_t send_timeout() { return seconds_ns(server.opt.send_timeout_s); }
-
-    // 1. A head. Parses what is here; true: wait for more, into room().
+    // A head, then a body to drop: parses what is here. True: receive
+    // more (and hand what the receive returned to received(); false
+    // from that: the connection ends).
     bool need_more();
-    char *room() const { return in_ + have_; }
-    size_t room_size() const { return (in_ == tl_in ? kInBuf : own_.cap) - have_; }
-    uint64_t deadline() const {
-        return idle_ ? weft_now_ns() + seconds_ns(server.opt.keepalive_timeout_s) : head_deadline_;
-    }
-    // What that wait's recv returned. False: the connection ends.
+    Io::Wait receive(Io &io);
     bool received(ssize_t n);
 
-    // 2. A body to read (into the loop's buffer) and drop.
-    bool body_left() const { return body_left_ > 0; }
-    size_t body_chunk() const { return static_cast<size_t>(std::min<uint64_t>(body_left_, kInBuf)); }
-    bool dropped(ssize_t n) {
-        if (n <= 0) return false;
-        body_left_ -= static_cast<uint64_t>(n);
-        return true;
-    }
-
-    // 3. The answer, in tl_reply; then its head, then its body.
+    // The answer, in tl_reply; then its pieces, sent while sending().
     void answer();
-    uint32_t head_len() const { return head_len_; }
-    int head_flags() const { return body_ == BodyKind::None ? 0 : MSG_MORE; }
-    BodyKind body() const { return body_; }
-    const char *mem() const { return mem_; }
-    bool mem_is_loops() const { return mem_ == tl_page.data(); }
-    int file_fd() const { return file_->fd; }
-    off_t offset() const { return static_cast<off_t>(offset_); }
-    size_t length() const { return static_cast<size_t>(length_); }
+    bool sending() const { return stage_ == Stage::SendHead || (stage_ == Stage::SendBody && body_ != BodyKind::None); }
+    Io::Wait send(Io &io);
+    bool sent(ssize_t n);
 
-    // 4. The reply went (ok) or not. False: the connection ends.
+    // The reply went (ok) or not. False: the connection ends.
     bool replied(bool ok);
 
 private:
+    enum class Stage : uint8_t { Head, Body, SendHead, SendBody };
+    static uint64_t send_timeout() { return seconds_ns(server.opt.send_timeout_s); }
+    char *in() const { return own_ ? own_.get() : tl_in; }
+    size_t cap() const { return own_ ? own_cap_ : kInBuf; }
+    // in()[0, have_) to the connection's own buffer (kInSmall, else kInBuf), from `from`.
+    void keep_input(const char *from);
+    void drop_input() {
+        own_.reset();
+        own_cap_ = 0;
+    }
     void took_head();
 
-    Server::Node node_;
-    char *in_ = tl_in;                  // tl_in (nothing kept) or own_.mem
-    uint32_t have_ = 0;                 // bytes at in_
-    uint32_t served_ = 0;               // requests answered
-    InBuf own_;
+    // (Server::Node, first: the registry's links and the descriptor, fd.)
+    std::unique_ptr<char[]> own_;          // the input, while it must survive a wait (else tl_in)
     weft::http::Parser::Progress progress_; // of a head that arrives in pieces
     uint64_t head_deadline_;
-    uint64_t body_left_ = 0;
-    uint16_t error_ = 0;                // to answer instead of a request (408, 431, 4xx from the parser)
-    uint16_t status_ = 0;               // of the reply in flight
-    bool idle_ = false;                 // the wait is between requests (the keep-alive timeout)
-    bool parsed_ = false;               // tl_req is this head's, parsed since the last wait
-    bool last_ = false;                 // close after the reply
+    uint64_t body_left_ = 0;               // Stage::Body: of the request body, still to drop
+    uint64_t length_ = 0;                  // of the reply's body
+    union {
+        const char *mem_;                  // BodyKind::Memory: the body
+        uint64_t offset_;                  // BodyKind::File: where in file_
+    };
+    weft::http::FileRef file_;             // while its bytes go out
+    uint32_t have_ = 0;                    // input bytes at in()
+    uint32_t own_cap_ = 0;
+    uint32_t served_ = 0;                  // requests answered
+    uint32_t head_len_ = 0;                // of the reply
+    uint16_t error_ = 0;                   // to answer instead of a request (408, 431, 4xx from the parser)
+    uint16_t status_ = 0;                  // of the reply
+    Stage stage_ = Stage::Head;
     BodyKind body_ = BodyKind::None;
-    uint32_t head_len_ = 0;
-    const char *mem_ = nullptr;
-    uint64_t offset_ = 0, length_ = 0;
-    weft::http::FileRef file_;          // while its bytes go out
+    bool idle_ = false;                    // the wait is between requests (the keep-alive timeout)
+    bool last_ = false;                    // close after the reply
 };
 
+void Conn::keep_input(const char *from) {
+    const size_t want = have_ < kInSmall ? kInSmall : kInBuf;
+    if (!own_ || own_cap_ < want) {
+        std::unique_ptr<char[]> m(new char[want]);
+        if (have_) std::memmove(m.get(), from, have_);
+        own_ = std::move(m);
+        own_cap_ = static_cast<uint32_t>(want);
+    } else if (from != own_.get() && have_) {
+        std::memmove(own_.get(), from, have_);
+    }
+}
+
 bool Conn::need_more() {
+    if (stage_ == Stage::Body) return body_left_ > 0;
     if (error_) return false;
     idle_ = false;
     if (have_ == 0) {
-        in_ = tl_in;
         idle_ = served_ > 0;
         return true;
     }
     weft::http::Parser p(server.limits, progress_);
-    const ParseResult pr = p.parse(in_, have_, &tl_req);
+    const ParseResult pr = p.parse(in(), have_, &tl_req);
     progress_ = p.progress();
     if (pr.kind == ParseResult::Error) {
         error_ = pr.status;
@@ -374,28 +357,39 @@ bool Conn::need_more() {
     }
     if (pr.kind == ParseResult::Done) {
         took_head();
-        return false;
+        return stage_ == Stage::Body;
     }
     // A part of a head: it must survive the wait, with room after it.
-    const size_t cap = in_ == tl_in ? kInBuf : own_.cap;
-    if (have_ == cap && cap == kInBuf) {
+    if (have_ == cap() && cap() == kInBuf) {
         error_ = 431;
         return false;
     }
-    if (in_ == tl_in || have_ == cap) in_ = own_.keep(in_, have_); // (kInSmall -> kInBuf)
+    if (!own_ || have_ == cap()) keep_input(in()); // (kInSmall -> kInBuf)
     return true;
+}
+
+Io::Wait Conn::receive(Io &io) {
+    if (stage_ == Stage::Body) // into the loop's buffer, and forgotten
+        return io.recv(fd, tl_in, static_cast<size_t>(std::min<uint64_t>(body_left_, kInBuf)), 0, send_timeout());
+    const uint64_t deadline =
+        idle_ ? weft_now_ns() + seconds_ns(server.opt.keepalive_timeout_s) : head_deadline_;
+    return io.recv(fd, in() + have_, cap() - have_, deadline, 0);
 }
 
 bool Conn::received(ssize_t n) {
     Server &s = server;
     if (n > 0) {
+        if (stage_ == Stage::Body) {
+            body_left_ -= static_cast<uint64_t>(n);
+            return true;
+        }
         if (idle_) head_deadline_ = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
         have_ += static_cast<uint32_t>(n);
         return true;
     }
     if (n < 0 && errno == ETIMEDOUT) {
         s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-        if (!idle_) { // a slow head gets 408; an idle client just goes
+        if (stage_ == Stage::Head && !idle_) { // a slow head gets 408; an idle client just goes
             error_ = 408;
             return true;
         }
@@ -403,32 +397,31 @@ bool Conn::received(ssize_t n) {
     return false;
 }
 
-// tl_req is a whole head at in_: drop the body that follows it, here or
-// by reading it in.
+// tl_req is a whole head at in(): drop the body that follows it, here or
+// by reading it in (Stage::Body).
 void Conn::took_head() {
-    parsed_ = true;
     const weft::http::Request &req = tl_req;
     if (!req.has_body) return;
     const uint32_t in_buf = have_ - req.head_len;
     if (in_buf >= req.body_len) {
         const auto body = static_cast<uint32_t>(req.body_len);
-        std::memmove(in_ + req.head_len, in_ + req.head_len + body, in_buf - body);
+        std::memmove(in() + req.head_len, in() + req.head_len + body, in_buf - body);
         have_ -= body;
         return;
     }
     body_left_ = req.body_len - in_buf;
     have_ = req.head_len;
-    if (in_ == tl_in) in_ = own_.keep(in_, have_);
-    parsed_ = false; // the body's waits: parse the kept head again to answer it
+    if (!own_) keep_input(tl_in);
+    stage_ = Stage::Body; // answer() parses the kept head again
 }
 
 void Conn::answer() {
     Server &s = server;
     weft::http::Request &req = tl_req;
     weft::http::Reply &r = tl_reply;
-    if (!error_ && !parsed_) {
+    if (!error_ && stage_ == Stage::Body) { // tl_req is another's after the body's waits
         weft::http::Parser p(s.limits);
-        const ParseResult pr = p.parse(in_, have_, &req);
+        const ParseResult pr = p.parse(in(), have_, &req);
         if (pr.kind != ParseResult::Done) error_ = pr.kind == ParseResult::Error ? pr.status : 400;
     }
     s.counters.requests.fetch_add(1, std::memory_order_relaxed);
@@ -447,30 +440,41 @@ void Conn::answer() {
     }
 
     // What follows the head (pipelined requests) is kept across the
-    // reply's waits; the rest of the reply is copied out of tl_reply.
+    // reply's waits; the rest of the reply is taken from tl_reply (its
+    // head is sent from there, and kept only if that send waits).
     last_ = !r.keep_alive || error_;
     have_ = last_ ? 0 : have_ - req.head_len;
-    if (have_) {
-        in_ = own_.keep(in_ + req.head_len, have_);
-    } else {
-        own_.release();
-        in_ = tl_in;
-    }
-    parsed_ = false;
+    if (have_) keep_input(in() + req.head_len);
+    else drop_input();
     progress_ = {};
+    stage_ = Stage::SendHead;
     status_ = r.status;
     head_len_ = r.head_len;
     body_ = r.body;
-    mem_ = body_ == BodyKind::Memory ? r.mem : nullptr;
-    offset_ = r.offset;
     length_ = body_ == BodyKind::None ? 0 : r.length;
+    if (body_ == BodyKind::Memory) mem_ = r.mem;
+    else offset_ = r.offset;
     file_ = std::move(r.file);
+}
+
+Io::Wait Conn::send(Io &io) {
+    if (stage_ == Stage::SendHead) // (MSG_MORE: the body follows at once)
+        return io.send(fd, tl_reply.head, head_len_, body_ == BodyKind::None ? 0 : MSG_MORE, true, send_timeout());
+    if (body_ == BodyKind::Memory)
+        return io.send(fd, mem_, length_, 0, mem_ == tl_page.data(), send_timeout());
+    return io.sendfile(fd, file_->fd, static_cast<off_t>(offset_), length_, send_timeout());
+}
+
+bool Conn::sent(ssize_t n) {
+    const uint64_t want = stage_ == Stage::SendHead ? head_len_ : length_;
+    stage_ = stage_ == Stage::SendHead ? Stage::SendBody : Stage::Head;
+    return n == static_cast<ssize_t>(want);
 }
 
 bool Conn::replied(bool ok) {
     weft::srv::count_reply(server.counters, status_, head_len_ + length_, ok);
     file_.reset(); // (and the cache may close a replaced file now)
-    mem_ = nullptr;
+    stage_ = Stage::Head;
     if (!ok || last_) return false;
     error_ = 0;
     head_deadline_ = weft_now_ns() + seconds_ns(server.opt.header_timeout_s);
@@ -481,24 +485,16 @@ bool Conn::replied(bool ok) {
 namespace vtserver {
 
 // One connection, the whole of its life, in plain threaded style: read a
-// head, drop a body, answer, send; again while the client keeps it open.
+// request, answer it, send the reply; again while the client keeps it open.
 vt::Task<> serve(int fd) {
     Conn c(fd);
     Io io;
     for (;;) {
         while (c.need_more())
-            if (!c.received(co_await io.recv(fd, c.room(), c.room_size(), c.deadline(), 0))) co_return;
-        while (c.body_left())
-            if (!c.dropped(co_await io.recv(fd, tl_in, c.body_chunk(), 0, Conn::send_timeout()))) co_return;
+            if (!c.received(co_await c.receive(io))) co_return;
         c.answer();
-        bool ok = co_await io.send(fd, tl_reply.head, c.head_len(), c.head_flags(), true, Conn::send_timeout()) ==
-                  static_cast<ssize_t>(c.head_len());
-        if (ok && c.body() == BodyKind::Memory)
-            ok = co_await io.send(fd, c.mem(), c.length(), 0, c.mem_is_loops(), Conn::send_timeout()) ==
-                 static_cast<ssize_t>(c.length());
-        else if (ok && c.body() == BodyKind::File)
-            ok = co_await io.sendfile(fd, c.file_fd(), c.offset(), c.length(), Conn::send_timeout()) ==
-                 static_cast<ssize_t>(c.length());
+        bool ok = true;
+        while (ok && c.sending()) ok = c.sent(co_await c.send(io));
         if (!c.replied(ok)) co_return;
     }
 }
