@@ -20,6 +20,8 @@
 #   make bench-vt-peers  the same against Boost.Fiber, Boost.Asio coroutines and Go, ratios; idle at 10^6 and 10^7 (results/vt_peers.*)
 #   make bench-vt-fig10  Virtual Threads Fig. 10: weft-vtserver vs weft-knot, weft-pool (NPTL) and nginx on a disk-bound
 #                     workload, 1-500 clients (results/vt_fig10.*, docs/figures/vt_fig10.png; root; ~20 min, QUICK=1 ~1)
+#   make bench-vt-idle   memory per idle keep-alive connection: weft-vtserver, weft-knot and nginx (its slots
+#                     allocated at start counted too), 5,000 connections (results/vt_idle_memory.*; ~15 s)
 #   make bench-tap-fig7  Threading by appointment Fig. 7: the small thread-per-connection server on NPTL, weft FIFO
 #                     and weft TAP under httperf at rising connection rates (results/tap_fig7.*; ~10 min, QUICK=1 ~1)
 #   make bench-tap-fig8  Threading by appointment Figs. 8-10: connection time and served share per file size (18 sizes,
@@ -42,7 +44,7 @@ DEPS        = cmake ninja-build g++ make libgtest-dev python3 python3-matplotlib
 PYTHON     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CMAKE_ARGS  = -G Ninja -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all deps build build-asan run demo test test-plain test-asan test-tsan bench bench-micro bench-smp bench-knot bench-stacks bench-graph bench-admission bench-overload bench-smp-web bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-tap-fig7 bench-tap-fig8 fuzz install clean
+.PHONY: all deps build build-asan run demo test test-plain test-asan test-tsan bench bench-micro bench-smp bench-knot bench-stacks bench-graph bench-admission bench-overload bench-smp-web bench-posix bench-staged bench-cachegrind bench-vt bench-vt-peers bench-vt-fig10 bench-vt-idle bench-tap-fig7 bench-tap-fig8 fuzz install clean
 
 all: build
 
@@ -158,6 +160,10 @@ bench-vt-peers: build
 bench-vt-fig10: build
 	@scripts/deps.sh nginx-light wrk
 	$(PYTHON) bench/vt/fig10.py --build $(BUILD) --json results/vt_fig10.json $(if $(QUICK),--quick --png results/vt_fig10.png)
+
+bench-vt-idle: build
+	@scripts/deps.sh nginx-light
+	$(PYTHON) bench/vt/idle_memory.py --build $(BUILD) --json results/vt_idle_memory.json
 
 bench-tap-fig7: build
 	@scripts/deps.sh httperf

@@ -532,6 +532,23 @@ def marginal_kb(runs, rec):
     return round((rec["anon_peak_kb"] - base["anon_peak_kb"]) / (rec["clients"] - base["clients"]), 2)
 
 
+SLOPE_FROM = 50  # clients: by then every loop and worker of a server has been busy
+
+
+def slope_kb(runs, server):
+    """Least-squares slope of peak anonymous RSS over the client counts >= SLOPE_FROM, KiB per
+    connection: what one more connection costs once the server is warm. The marginal figure (against
+    the fewest clients) also holds what a second loop, the offload workers and their buffers cost when
+    they first run, which 1 client does not make happen. None with fewer than two such points."""
+    pts = [(r["clients"], r["anon_peak_kb"]) for r in runs
+           if r["server"] == server and r["clients"] >= SLOPE_FROM and r.get("anon_peak_kb") is not None]
+    if len({n for n, _ in pts}) < 2:
+        return None
+    mx = sum(n for n, _ in pts) / len(pts)
+    my = sum(k for _, k in pts) / len(pts)
+    return round(sum((n - mx) * (k - my) for n, k in pts) / sum((n - mx) ** 2 for n, _ in pts), 2)
+
+
 def ratio_rows(runs):
     """Per client count: vtserver against the best weft-knot, nginx and the pool, by req/s."""
     def get(pred, n):
@@ -615,13 +632,16 @@ def render(doc):
         at = sorted((r for r in runs if r["clients"] == top and r.get("anon_peak_kb") is not None),
                     key=lambda r: r["anon_per_conn_kb"])
         md += [f"## Memory per connection at {top} clients (smallest first)", "",
-               "| server | KiB/conn (anon peak - idle) | marginal KiB/conn | VmRSS KiB/conn | anon idle MiB | "
-               "anon peak MiB |", "|---|---:|---:|---:|---:|---:|"]
+               "| server | KiB/conn (anon peak - idle) | marginal KiB/conn | slope KiB/conn | VmRSS KiB/conn | "
+               "anon idle MiB | anon peak MiB |", "|---|---:|---:|---:|---:|---:|---:|"]
         for r in at:
             md.append(f"| {r['server']} | {fmt(r['anon_per_conn_kb'])} | {fmt(marginal_kb(runs, r))} | "
-                      f"{fmt(r['rss_per_conn_kb'])} | {r['anon_idle_kb'] / 1024:,.1f} | "
-                      f"{r['anon_peak_kb'] / 1024:,.1f} |")
-        md.append("")
+                      f"{fmt(slope_kb(runs, r['server']))} | {fmt(r['rss_per_conn_kb'])} | "
+                      f"{r['anon_idle_kb'] / 1024:,.1f} | {r['anon_peak_kb'] / 1024:,.1f} |")
+        md += ["", f"Slope: the least-squares slope of anon peak over the points with >= {SLOPE_FROM} clients "
+               "(what one more connection costs once every loop and worker has run; none with fewer than two "
+               "such points). nginx's connection structures are not in any of these: it allocates them for "
+               "worker_connections at start (in its idle anon).", ""]
     goal = doc.get("goal")
     if goal:
         md += ["## The goal", ""] + [f"- {g}" for g in goal] + [""]
@@ -651,7 +671,8 @@ def goal_lines(runs, ratios, servers):
         at = [r for r in runs if r["clients"] == top and r.get("anon_per_conn_kb") is not None]
         if at:
             for label, key in (("(anon peak - idle) / clients", lambda r: r["anon_per_conn_kb"]),
-                               ("marginal", lambda r: marginal_kb(runs, r))):
+                               ("marginal", lambda r: marginal_kb(runs, r)),
+                               (f"slope over >= {SLOPE_FROM} clients", lambda r: slope_kb(runs, r["server"]))):
                 have = [r for r in at if key(r) is not None]
                 if not have:
                     continue
@@ -1034,6 +1055,7 @@ def write_outputs(args, specs, runs, ctx, facts, notes, set_bytes, nofile, total
     for r in runs:
         if r.get("anon_peak_kb") is not None:
             r["anon_marginal_kb_per_conn"] = marginal_kb(runs, r)
+            r["anon_slope_kb_per_conn"] = slope_kb(runs, r["server"])
     ratios = ratio_rows(runs)
     pool_note = [s for s in specs if s["kind"] == "pool"]
     if pool_note:
