@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -364,6 +365,115 @@ TEST_P(VtOnVprocs, ASendfileThatWouldMissThePageCacheReadsOnAWorker) {
     // each stretch (the loops are the only weft threads made here).
     EXPECT_LE(s1.threads_created - s0.threads_created, static_cast<uint64_t>(GetParam()))
         << "offloaded stretches: " << s1.offloaded - s0.offloaded;
+}
+
+// Pieces of a file not in the page cache, so that each is
+// sent from an offload worker, which then wakes the loop from a kernel
+// thread of no vproc while the loop goes to sleep.
+// Piece i of sender k: a page of its own (an odd multiplier permutes the
+// file's 2^13 pages), scattered, so that no other sender's read brings it
+// into the page cache first (and the file is read with POSIX_FADV_RANDOM:
+// no read-ahead).
+size_t piece_offset(int k, int i, int count, size_t piece) {
+    const uint64_t j = static_cast<uint64_t>(k) * static_cast<uint64_t>(count) + static_cast<uint64_t>(i);
+    return static_cast<size_t>((j * 2654435761u) & 8191u) * piece;
+}
+
+vt::Task<> send_dropped_pieces(int sock, int file, int k, size_t piece, int count, int *sent, ssize_t *failed) {
+    for (int i = 0; i < count; ++i) {
+        const auto off = static_cast<off_t>(piece_offset(k, i, count, piece));
+        const ssize_t r = co_await vt::sendfile(sock, file, off, piece);
+        if (r != static_cast<ssize_t>(piece)) {
+            *failed = r < 0 ? -errno : r;
+            break;
+        }
+        ++*sent;
+    }
+    ::shutdown(sock, SHUT_WR);
+}
+
+// Every offloaded stretch wakes its loop, asleep or falling asleep, however
+// the two race: a lost wake-up hangs the loop for good. (A loop used to
+// sleep on a weft semaphore, which with one vproc takes no lock, so a post
+// from the worker could slip in between the loop's check and its wait.)
+TEST_P(VtOnVprocs, ManyStretchesSentFromWorkersEachWakeTheirLoop) {
+    char path[] = "/tmp/weft-vt-XXXXXX";
+    int file = mkstemp(path);
+    ASSERT_GE(file, 0);
+    unlink(path);
+    const size_t size = 32 << 20, piece = 4096;
+    std::string data(size, '\0');
+    for (size_t i = 0; i < size; ++i) data[i] = static_cast<char>('a' + (i * 13 + i / 4096) % 26);
+    ASSERT_EQ(static_cast<ssize_t>(size), write(file, data.data(), size));
+    const bool dropped = wt::drop_cache(file, size);
+    posix_fadvise(file, 0, static_cast<off_t>(size), POSIX_FADV_RANDOM);
+    // Many at once, so that the workers' wake-ups land at every point of
+    // the loop's going to sleep: 32 virtual threads, a socket pair each.
+    const int senders = 32, count = 125; // pieces per sender
+    // A hang is this test's failure: end it with a message, not a CI timeout.
+    std::atomic<bool> finished{false};
+    std::thread watchdog([&finished] {
+        for (int i = 0; i < 300 && !finished.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (!finished.load()) {
+            std::fprintf(stderr, "ManyStretchesSentFromWorkersEachWakeTheirLoop: not done after 30 s: a lost wake-up\n");
+            std::abort();
+        }
+    });
+    std::vector<int> sent(senders, 0);
+    std::vector<ssize_t> failed(senders, 0);
+    std::vector<std::string> got(senders);
+    weft_stats_t s0{}, s1{};
+    ASSERT_EQ(0, run([&] {
+        weft_stats_get(-1, &s0);
+        std::vector<int> ends;
+        std::vector<vt::Handle> hs;
+        for (int k = 0; k < senders; ++k) {
+            int sv[2];
+            ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+            ends.push_back(sv[0]);
+            ends.push_back(sv[1]);
+            hs.push_back(vt::spawn(send_dropped_pieces(sv[1], file, k, piece, count, &sent[k], &failed[k])));
+        }
+        // One weft thread reads them all, a socket at a time (each holds a
+        // whole sender's bytes: 500 KiB of socket buffer is not needed, the
+        // sender waits for room as it must).
+        std::vector<weft_thread_t> readers(senders);
+        struct Reader {
+            int fd;
+            std::string *out;
+        };
+        std::vector<Reader> rs;
+        for (int k = 0; k < senders; ++k) rs.push_back({ends[2 * k], &got[k]});
+        for (int k = 0; k < senders; ++k)
+            ASSERT_EQ(0, weft_thread_create(&readers[k], nullptr, [](void *p) -> void * {
+                auto *r = static_cast<Reader *>(p);
+                char buf[16384];
+                for (ssize_t n; (n = weft_read(r->fd, buf, sizeof buf)) > 0;) r->out->append(buf, static_cast<size_t>(n));
+                return nullptr;
+            }, &rs[k]));
+        for (auto &h : hs) h.join();
+        for (auto &t : readers) weft_thread_join(t, nullptr);
+        for (int fd : ends) weft_close(fd);
+        weft_stats_get(-1, &s1);
+    }));
+    finished = true;
+    watchdog.join();
+    close(file);
+    for (int k = 0; k < senders; ++k) {
+        EXPECT_EQ(0, failed[k]) << "sender " << k;
+        ASSERT_EQ(count, sent[k]) << "sender " << k;
+        ASSERT_EQ(static_cast<size_t>(count) * piece, got[k].size()) << "sender " << k;
+        for (int i = 0; i < count; ++i) {
+            const size_t off = piece_offset(k, i, count, piece);
+            ASSERT_TRUE(got[k].compare(static_cast<size_t>(i) * piece, piece, data, off, piece) == 0)
+                << "sender " << k << ", piece " << i;
+        }
+    }
+    const uint64_t total = static_cast<uint64_t>(senders) * count;
+    if (!dropped) GTEST_SKIP() << "the page cache kept the file after POSIX_FADV_DONTNEED: the race was not run";
+    if (s1.offloaded - s0.offloaded < total / 2)
+        GTEST_SKIP() << "only " << s1.offloaded - s0.offloaded << " of " << total
+                     << " pieces went to a worker (the page cache kept them, or no cachestat): the race was not run";
 }
 
 vt::Task<> taker(weft_sem_t *sem, int *counter) {

@@ -193,25 +193,30 @@ struct VThread {
     static void operator delete(void *p, size_t n) noexcept { detail::raw_free(p, n); }
 
     std::coroutine_handle<detail::Promise<void>> top;
-    std::coroutine_handle<> resume;       // where it continues
+    union {
+        std::coroutine_handle<> resume;   // where it continues, until it finishes
+        std::exception_ptr error;         // once finished (finish()): its body's exception, if any
+    };
     Loop *loop = nullptr;                 // the loop it runs on
     VThread *next = nullptr;              // in a queue
     detail::IoOp *retry = nullptr;        // parked on a descriptor: try this first
     Clue *clue = nullptr;                 // the clue it followed last (its stage)
     std::atomic<int> refs{2};             // the runtime's (until finished) and the Handle's
-    // Who waits for its end: nobody, a virtual thread, a weft thread (on
-    // `done`), or kDone once it has ended. One exchange on each side.
+    // Who waits for its end: nobody, a virtual thread, a weft thread (the
+    // address of a semaphore on its stack, tagged with weft_tag), or
+    // done_mark() once it has ended. One exchange on each side.
     std::atomic<VThread *> joiner{nullptr};
-    std::exception_ptr error;
-    weft_sem_t done;                      // posted once, if a weft thread joins
 
+    static constexpr uintptr_t weft_tag = 2; // (VThreads and semaphores are 8-aligned)
     static VThread *done_mark() { return reinterpret_cast<VThread *>(uintptr_t{1}); }
-    static VThread *weft_mark() { return reinterpret_cast<VThread *>(uintptr_t{2}); }
     bool finished() const { return joiner.load(std::memory_order_acquire) == done_mark(); }
 
-    VThread() { weft_sem_init(&done, 0); }
-    ~VThread() { weft_sem_destroy(&done); }
+    VThread() : resume() {}
+    // Deleted only once finished (the runtime's reference goes at finish()).
+    ~VThread() { error.~exception_ptr(); }
 };
+// The pools' 64-byte class: one cache line per virtual thread, besides its frames.
+static_assert(sizeof(VThread) <= 64, "VThread fits the 64-byte class");
 
 namespace detail {
 struct ClueAccess {
@@ -265,14 +270,34 @@ struct Loop {
     std::atomic<uint64_t> busy_ns{0};      // running virtual threads (while clues exist); its thread writes
     Queue active, yielded;                // touched on vp's kernel thread only
     std::atomic<VThread *> inbox{nullptr}; // from other vprocs (a lock-free stack)
+    // The loop's weft thread parks while it has nothing to run; whoever
+    // turns `sleeping` off wakes it, once. Not a weft semaphore: a waker
+    // may be an offload worker, a kernel thread of no vproc, and with one
+    // vproc weft's sync objects take no lock (Vproc::smp), so a post from
+    // there could race the loop's wait and be lost. A park and a claimed
+    // wake-up (what the offload pool does for its waiters) are safe from
+    // any thread.
     std::atomic<bool> sleeping{false};
-    weft_sem_t wakeup;
+    wd::Tcb *thread = nullptr;             // the loop's weft thread, while sleeping is on
 
-    explicit Loop(int v) : vp(v) { weft_sem_init(&wakeup, 0); }
-    ~Loop() { weft_sem_destroy(&wakeup); }
+    explicit Loop(int v) : vp(v) {}
 
     void wake() {
-        if (sleeping.exchange(false, std::memory_order_seq_cst)) weft_sem_post(&wakeup);
+        if (sleeping.exchange(false, std::memory_order_seq_cst)) wd::wake(thread, 0, true);
+    }
+    // On the loop's weft thread: park unless something came meanwhile.
+    void sleep() {
+        wd::Vproc *v = wd::tls_vproc;
+        wd::Tcb *self = v->current;
+        thread = self;
+        self->state = wd::ThreadState::Parked; // before a waker can see sleeping
+        sleeping.store(true, std::memory_order_seq_cst);
+        if ((inbox.load(std::memory_order_seq_cst) || !active.empty()) &&
+            sleeping.exchange(false, std::memory_order_seq_cst)) { // taken back before any waker saw it
+            self->state = wd::ThreadState::Running;
+            return;
+        }
+        wd::park(v, WEFT_PARK_OTHER, WEFT_SITE(), 0);
     }
     void take_inbox() {
         VThread *v = inbox.exchange(nullptr, std::memory_order_acquire);
@@ -322,12 +347,13 @@ void make_ready(VThread *v) {
 void finish(VThread *v) {
     v->loop->state.fetch_sub(2, std::memory_order_release);
     auto &p = v->top.promise();
-    v->error = p.error;
+    new (&v->error) std::exception_ptr(std::move(p.error)); // (resume is done with)
     v->top.destroy();
     v->top = {};
     add<uint64_t>(counters().finished);
     VThread *j = v->joiner.exchange(VThread::done_mark(), std::memory_order_acq_rel);
-    if (j == VThread::weft_mark()) weft_sem_post(&v->done);
+    const auto bits = reinterpret_cast<uintptr_t>(j);
+    if (bits & VThread::weft_tag) weft_sem_post(reinterpret_cast<weft_sem_t *>(bits & ~VThread::weft_tag));
     else if (j) make_ready(j);
     unref(v);
 }
@@ -386,12 +412,7 @@ void *loop_main(void *arg) {
         if (l->active.empty()) {
             uint64_t alone = 1; // no virtual thread left, anywhere: end (a spawn starts another)
             if (l->state.compare_exchange_strong(alone, 0, std::memory_order_acq_rel)) return nullptr;
-            l->sleeping.store(true, std::memory_order_seq_cst);
-            if (l->inbox.load(std::memory_order_seq_cst) || !l->active.empty()) {
-                l->sleeping.store(false, std::memory_order_relaxed);
-                continue;
-            }
-            weft_sem_wait(&l->wakeup);
+            l->sleep();
             continue;
         }
         // A pass: the active queue, and what the pass itself makes ready
@@ -524,8 +545,11 @@ Handle::~Handle() {
 
 void Handle::join() {
     if (!v_) return;
-    if (v_->joiner.exchange(VThread::weft_mark(), std::memory_order_acq_rel) != VThread::done_mark())
-        weft_sem_wait(&v_->done);
+    weft_sem_t done; // posted by finish(), after which it touches neither v_ nor done
+    weft_sem_init(&done, 0);
+    auto *me = reinterpret_cast<VThread *>(reinterpret_cast<uintptr_t>(&done) | VThread::weft_tag);
+    if (v_->joiner.exchange(me, std::memory_order_acq_rel) != VThread::done_mark()) weft_sem_wait(&done);
+    weft_sem_destroy(&done);
     VThread *v = std::exchange(v_, nullptr);
     std::exception_ptr e = v->error;
     unref(v);
