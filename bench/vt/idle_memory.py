@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "bench", "web"))
 import knot_bench as kb  # noqa: E402  (nginx's configuration, free ports)
+import fig10  # noqa: E402  (mem_kb: the processes' RSS figures)
 
 FILE_BYTES = 4096
 SLOTS = (1024, 20000)  # nginx worker_connections for the per-slot figure
@@ -46,22 +47,13 @@ def log(msg):
 
 def anon_kb(pid):
     """RssAnon of pid and its children (nginx's master and worker), KiB."""
-    total = 0
     pids = [pid]
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             pids += [int(x) for x in f.read().split()]
     except OSError:
         pass
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("RssAnon:"):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
+    return fig10.mem_kb(pids)[1]
 
 
 def wait_listening(port, proc, timeout=10.0):

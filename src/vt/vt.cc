@@ -545,7 +545,7 @@ Handle::~Handle() {
 
 void Handle::join() {
     if (!v_) return;
-    weft_sem_t done; // posted by finish(), after which it touches neither v_ nor done
+    weft_sem_t done; // posted by finish(), which then touches only its own reference to v_
     weft_sem_init(&done, 0);
     auto *me = reinterpret_cast<VThread *>(reinterpret_cast<uintptr_t>(&done) | VThread::weft_tag);
     if (v_->joiner.exchange(me, std::memory_order_acq_rel) != VThread::done_mark()) weft_sem_wait(&done);
