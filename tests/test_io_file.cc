@@ -102,42 +102,50 @@ TEST_P(FileTest, ACachedReadCompletesInline) {
 // Pages dropped from the cache: the read still returns the right bytes, and
 // the miss is not served inline (io_uring completion or offload pool: it
 // parks; with epoll/poll it is offloaded).
+//
+// An RWF_NOWAIT read of a missing page starts readahead before it gives up,
+// and on a fast disk that readahead can finish before the kernel looks
+// again: the "miss" then comes back whole, inline, and rightly so (seen in
+// CI, with poll, and once under WEFT_POLICY=tap with epoll). So a miss is
+// tried at up to four places, each dropped from the cache just before; a
+// runtime that reads misses inline fails all four.
 TEST_P(FileTest, AnUncachedReadReturnsTheRightBytes) {
-    const size_t size = 8 << 20;
+    const size_t size = 8 << 20, piece = 128 << 10;
+    const int tries = 4;
     TempFile f(size, 23);
     ASSERT_GE(f.fd(), 0);
-    bool dropped = drop_cache(f.fd(), size);
-    weft_stats_t s0{}, s1{};
+    int dropped = 0, not_inline = 0, offloaded = 0;
     long mismatch = -2;
-    ssize_t first = 0;
     size_t total = 0;
     ASSERT_EQ(0, run([&] {
         std::vector<uint8_t> in(size);
-        // Still out of the cache as the runtime starts? (Once, under
-        // WEFT_POLICY=tap with epoll, the first read was a full hit; the
-        // path is then not what this test is about, so it is skipped.)
-        dropped = dropped && resident_pages(f.fd(), 128 << 10) == 0;
-        s0 = all_stats();
-        first = weft_pread(f.fd(), in.data(), 128 << 10, 0);
-        s1 = all_stats();
-        total = size_t(std::max<ssize_t>(first, 0));
+        for (int t = 0; t < tries && not_inline == 0; ++t) {
+            const size_t at = size_t(t) * (size / tries);
+            if (!drop_cache(f.fd(), size) || resident_pages(f.fd(), size) != 0) continue;
+            ++dropped;
+            weft_stats_t s0 = all_stats();
+            ssize_t r = weft_pread(f.fd(), in.data() + at, piece, off_t(at));
+            weft_stats_t s1 = all_stats();
+            ASSERT_EQ(ssize_t(piece), r) << strerror(errno);
+            if ((s1.io_parks - s0.io_parks) + (s1.offloaded - s0.offloaded) > 0) ++not_inline;
+            if (s1.offloaded > s0.offloaded) ++offloaded;
+        }
         while (total < size) {
-            ssize_t r = weft_pread(f.fd(), in.data() + total, std::min<size_t>(size - total, 128 << 10), off_t(total));
+            ssize_t r = weft_pread(f.fd(), in.data() + total, std::min(size - total, piece), off_t(total));
             ASSERT_GT(r, 0) << strerror(errno);
             total += size_t(r);
         }
         mismatch = Pattern(23).mismatch(in.data(), 0, size);
     }));
-    EXPECT_EQ(128 << 10, first);
     EXPECT_EQ(size, total);
     EXPECT_EQ(-1, mismatch);
-    if (!dropped) {
+    if (dropped == 0) {
         GTEST_SKIP() << "the page cache kept the file after POSIX_FADV_DONTNEED; data checked, path not";
     }
-    EXPECT_GE((s1.io_parks - s0.io_parks) + (s1.offloaded - s0.offloaded), 1u)
-        << "a page-cache miss was read inline, blocking the vproc";
+    EXPECT_GE(not_inline, 1) << "a page-cache miss was read inline, blocking the vproc (" << dropped
+                             << " dropped tries)";
     if (!uring()) {
-        EXPECT_GE(s1.offloaded - s0.offloaded, 1u) << "without io_uring a miss goes to the offload pool";
+        EXPECT_EQ(not_inline, offloaded) << "without io_uring a miss goes to the offload pool";
     }
 }
 
