@@ -704,6 +704,33 @@ TEST(Vt, FramesGoBackToThePoolAndSizesAreRecorded) {
     }));
 }
 
+// Frames and control blocks come from slabs that are never given back, so
+// the blocks a vproc's kernel thread held when it ended must go to the
+// next threads; else every run would take as many slabs again.
+TEST(Vt, TheBlocksOfAnEndedVprocAreTakenByTheNextRun) {
+    static constexpr int kThreads = 20000; // all alive at once: a few MB of frames
+    uint64_t grew[3] = {};
+    for (uint64_t &g : grew) {
+        const uint64_t before = vt::stats().pool_bytes;
+        ASSERT_EQ(0, wt::run(2, [] {
+            // Made here (vproc 0), ended on vproc 1, whose kernel thread
+            // ends with the run: the blocks go back to vproc 1's lists.
+            vt::Event e;
+            std::atomic<int> passed{0};
+            std::vector<vt::Handle> hs;
+            hs.reserve(kThreads);
+            for (int i = 0; i < kThreads; ++i) hs.push_back(vt::spawn_on(1, waiter(&e, &passed)));
+            e.set();
+            for (auto &h : hs) h.join();
+            EXPECT_EQ(kThreads, passed.load());
+        }));
+        g = vt::stats().pool_bytes - before;
+    }
+    if (grew[0] == 0) GTEST_SKIP() << "no slabs in this build (AddressSanitizer: every block is its own malloc)";
+    EXPECT_LE(grew[1] + grew[2], grew[0] / 4)
+        << "runs 2 and 3 took " << grew[1] << " and " << grew[2] << " bytes of new slabs (run 1: " << grew[0] << ")";
+}
+
 // ---- clues ---------------------------------------------------------------------------
 
 vt::Task<> follow_ab(vt::Clue *a, vt::Clue *b, int rounds, std::vector<int> *where) {

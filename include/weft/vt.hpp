@@ -55,7 +55,7 @@ template <class T = void> class Task;
 namespace detail {
 struct ClueAccess;
 
-// Coroutine frames: per-vproc free lists by 64-byte size class (frames up
+// Coroutine frames: per-vproc free lists by 16-byte size class (frames up
 // to 4 KiB; larger ones from malloc).
 void *frame_alloc(size_t n);
 void frame_free(void *p, size_t n) noexcept;
@@ -199,10 +199,12 @@ struct IoOp {
     VThread *vt = nullptr;
     void *fdstate = nullptr;
     uint32_t seq = 0;
-    int woke = 0;              // what the reactor said (0, EBADF)
+    int16_t woke = 0;          // what the reactor said (0, EBADF), or ETIMEDOUT
     bool offloaded = false;    // parked on offload_work, not on the descriptor
-    alignas(8) unsigned char waiter[48]; // the reactor's IoWaiter and a pointer back
-    alignas(8) unsigned char timer[40];  // the vproc's Timer, for `deadline`
+    // The reactor's IoWaiter and the vproc's Timer (for the deadline and
+    // the timeout), in place; each finds its op by its offset in it.
+    alignas(8) unsigned char waiter[40];
+    alignas(8) unsigned char timer[32];
 
     IoOp(int f, uint32_t ev) noexcept : fd(f), events(ev) {}
     IoOp(const IoOp &) = delete;
@@ -268,10 +270,10 @@ struct WritevOp final : detail::IoOp {
 struct SendfileOp final : detail::IoOp {
     SendfileOp(int out, int in, off_t off, size_t n) noexcept : IoOp(out, 0x004), in_fd(in), offset(off), count(n) {}
     int in_fd;
+    int worker_error = 0;      // the worker's sendfile failed with it
     off_t offset;
     size_t count, done = 0;
     off_t checked_to = -1;     // [offset, checked_to) was resident, or has been read in
-    int worker_error = 0;      // the worker's sendfile failed with it
     ssize_t done_so_far() const noexcept override { return static_cast<ssize_t>(done); }
     ssize_t attempt() noexcept override;
     void offload_work() noexcept override; // send [offset, checked_to) from a worker
@@ -653,6 +655,7 @@ struct Stats {
     uint64_t resumes, io_parks, migrations;
     uint64_t frames, frame_bytes;         // frames allocated so far, bytes of those now live
     uint64_t largest_frame;               // bytes
+    uint64_t pool_bytes;                  // taken from malloc in slabs for frames and control blocks, kept
 };
 // Summed over every vproc.
 Stats stats() noexcept;

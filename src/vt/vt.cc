@@ -56,6 +56,7 @@ struct ThreadCounters {
 };
 std::atomic<ThreadCounters *> all_counters{nullptr}; // every block ever made (never freed)
 std::atomic<uint64_t> largest_frame{0};
+std::atomic<uint64_t> slab_bytes{0}; // Stats::pool_bytes
 thread_local ThreadCounters *tl_counters = nullptr;
 
 ThreadCounters &counters() {
@@ -87,6 +88,7 @@ Stats stats() noexcept {
     s.live = s.spawned - s.finished;
     s.frame_bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
     s.largest_frame = largest_frame.load(std::memory_order_relaxed);
+    s.pool_bytes = slab_bytes.load(std::memory_order_relaxed);
     return s;
 }
 
@@ -94,26 +96,100 @@ Stats stats() noexcept {
 
 namespace detail {
 namespace {
-constexpr size_t kClass = 64, kClasses = 64; // 64-byte classes up to 4 KiB
+// 16-byte classes up to 4 KiB: a frame or control block costs its size
+// rounded to 16, which is the malloc alignment coroutine frames need.
+constexpr size_t kGrain = 16, kClasses = 256;
+constexpr size_t class_of(size_t n) { return (n + kGrain - 1) / kGrain; } // 1-based; 0 only for n == 0
+
+// Blocks are carved from 256-KiB slabs, with no malloc header each (16
+// bytes a block, two blocks per connection in weft-vtserver). A slab is
+// never given back: blocks of every slab end up on every vproc's lists.
+// Under AddressSanitizer each block is its own malloc, so that ASan sees
+// every frame's bounds and lifetime.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSlabs = false;
+#else
+constexpr bool kSlabs = true;
+#endif
+constexpr size_t kSlab = size_t{256} << 10;
+
+// The lists of kernel threads that have ended, for the next ones to take
+// (with slabs, a block is never given back to malloc), and every slab.
+// Never destroyed: threads may end after static destructors have run.
+struct Orphans {
+    std::mutex mu;
+    void *free[kClasses] = {};
+    std::atomic<uint64_t> has[kClasses / 64] = {}; // a bit per class with a list here
+    std::vector<void *> slabs;                   // (kept reachable, for leak checkers)
+};
+Orphans &orphans() {
+    static Orphans *o = new Orphans;
+    return *o;
+}
 
 // One per kernel thread, so one per vproc: no lock. A frame freed on
 // another vproc (its virtual thread migrated) joins that vproc's list.
 struct FramePool {
     void *free[kClasses] = {};
+    char *bump = nullptr, *end = nullptr; // the rest of this thread's slab
+
     ~FramePool() {
-        for (void *&head : free)
-            while (head) {
-                void *n = *static_cast<void **>(head);
-                std::free(head);
-                head = n;
+        if (!kSlabs) {
+            for (void *&head : free)
+                while (head) {
+                    void *n = *static_cast<void **>(head);
+                    std::free(head);
+                    head = n;
+                }
+            return;
+        }
+        Orphans &o = orphans();
+        std::lock_guard<std::mutex> g(o.mu);
+        for (size_t c = 0; c < kClasses; ++c) {
+            if (!free[c]) continue;
+            void *tail = free[c];
+            while (*static_cast<void **>(tail)) tail = *static_cast<void **>(tail);
+            *static_cast<void **>(tail) = o.free[c];
+            o.free[c] = free[c];
+            o.has[c / 64].fetch_or(uint64_t{1} << (c % 64), std::memory_order_relaxed);
+        }
+    }
+
+    // A block of class c (1-based) when its list is empty.
+    void *refill(size_t c) {
+        if (!kSlabs) return std::malloc(c * kGrain);
+        const size_t i = c - 1;
+        Orphans &o = orphans();
+        if (o.has[i / 64].load(std::memory_order_relaxed) & (uint64_t{1} << (i % 64))) {
+            std::lock_guard<std::mutex> g(o.mu);
+            if (void *p = std::exchange(o.free[i], nullptr)) {
+                o.has[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_relaxed);
+                free[i] = *static_cast<void **>(p);
+                return p;
             }
+        }
+        const size_t n = c * kGrain;
+        if (static_cast<size_t>(end - bump) < n) {
+            char *slab = static_cast<char *>(std::malloc(kSlab));
+            if (!slab) return nullptr;
+            {
+                std::lock_guard<std::mutex> g(o.mu);
+                o.slabs.push_back(slab);
+            }
+            slab_bytes.fetch_add(kSlab, std::memory_order_relaxed);
+            bump = slab;
+            end = slab + kSlab;
+        }
+        void *p = bump;
+        bump += n;
+        return p;
     }
 };
 thread_local FramePool pool;
 } // namespace
 
 void *raw_alloc(size_t n) {
-    const size_t c = (n + kClass - 1) / kClass;
+    const size_t c = class_of(n);
     if (c == 0 || c > kClasses) {
         if (void *p = std::malloc(n)) return p;
         throw std::bad_alloc();
@@ -122,12 +198,12 @@ void *raw_alloc(size_t n) {
         pool.free[c - 1] = *static_cast<void **>(p);
         return p;
     }
-    if (void *p = std::malloc(c * kClass)) return p;
+    if (void *p = pool.refill(c)) return p;
     throw std::bad_alloc();
 }
 
 void raw_free(void *p, size_t n) noexcept {
-    const size_t c = (n + kClass - 1) / kClass;
+    const size_t c = class_of(n);
     if (c == 0 || c > kClasses) return std::free(p);
     *static_cast<void **>(p) = pool.free[c - 1];
     pool.free[c - 1] = p;
@@ -215,8 +291,8 @@ struct VThread {
     // Deleted only once finished (the runtime's reference goes at finish()).
     ~VThread() { error.~exception_ptr(); }
 };
-// The pools' 64-byte class: one cache line per virtual thread, besides its frames.
-static_assert(sizeof(VThread) <= 64, "VThread fits the 64-byte class");
+// One cache line per virtual thread, besides its frames.
+static_assert(sizeof(VThread) <= 64, "VThread fits a cache line");
 
 namespace detail {
 struct ClueAccess {
@@ -645,28 +721,36 @@ void detail::OnThreadBase::suspend(std::coroutine_handle<> h) {
 // ---- I/O ---------------------------------------------------------------------
 
 namespace {
-struct AsyncWaiter {
-    wd::IoWaiter w;
-    detail::IoOp *op;
-};
+// An op's waiter and timer are built in its `waiter` and `timer` bytes and
+// find the op again by their offsets, which saves a pointer back in each
+// (16 bytes of every parked virtual thread). IoOp has a vtable, so it is
+// not standard-layout and offsetof on it is only conditionally supported:
+// GCC and Clang give the plain offset for a class with no virtual base.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+constexpr size_t kWaiterAt = offsetof(detail::IoOp, waiter);
+constexpr size_t kTimerAt = offsetof(detail::IoOp, timer);
+#pragma GCC diagnostic pop
+static_assert(sizeof(wd::IoWaiter) <= sizeof(detail::IoOp::waiter), "IoOp::waiter holds an IoWaiter");
+static_assert(sizeof(wd::Timer) <= sizeof(detail::IoOp::timer), "IoOp::timer holds a Timer");
+
+wd::IoWaiter *waiter_of(detail::IoOp *op) { return std::launder(reinterpret_cast<wd::IoWaiter *>(op->waiter)); }
+wd::Timer *timer_of(detail::IoOp *op) { return std::launder(reinterpret_cast<wd::Timer *>(op->timer)); }
+detail::IoOp *op_of(wd::IoWaiter *w) { return reinterpret_cast<detail::IoOp *>(reinterpret_cast<char *>(w) - kWaiterAt); }
+detail::IoOp *op_of(wd::Timer *t) { return reinterpret_cast<detail::IoOp *>(reinterpret_cast<char *>(t) - kTimerAt); }
 
 void io_wake(wd::IoWaiter *w, int result) {
-    detail::IoOp *op = reinterpret_cast<AsyncWaiter *>(w)->op;
-    op->woke = result;
+    detail::IoOp *op = op_of(w);
+    op->woke = static_cast<int16_t>(result);
     make_ready(op->vt);
 }
-
-struct IoTimer {
-    wd::Timer timer;
-    detail::IoOp *op;
-};
 
 // The deadline passed: if the waiter is still linked, take it off and wake
 // the thread with ETIMEDOUT (if an event took it first, that wake stands).
 void io_timeout(wd::Timer *t) {
-    detail::IoOp *op = reinterpret_cast<IoTimer *>(t)->op;
+    detail::IoOp *op = op_of(t);
     wd::Vproc *vp = wd::tls_vproc;
-    if (wd::cancel_fd_async(vp, static_cast<wd::FdState *>(op->fdstate), &reinterpret_cast<AsyncWaiter *>(op->waiter)->w)) {
+    if (wd::cancel_fd_async(vp, static_cast<wd::FdState *>(op->fdstate), waiter_of(op))) {
         op->woke = ETIMEDOUT;
         make_ready(op->vt);
     }
@@ -727,11 +811,10 @@ bool io_wait(detail::IoOp *op) {
     if (op->result != -EAGAIN) return false;
     wd::Vproc *vp = wd::tls_vproc;
     auto *s = static_cast<wd::FdState *>(op->fdstate);
-    auto *aw = new (op->waiter) AsyncWaiter{};
-    aw->op = op;
-    aw->w.t = nullptr;
-    aw->w.events = op->events;
-    aw->w.wake = io_wake;
+    auto *w = new (op->waiter) wd::IoWaiter{};
+    w->t = nullptr;
+    w->events = op->events;
+    w->wake = io_wake;
     for (;;) {
         op->woke = 0;
         op->vt->retry = op;
@@ -740,7 +823,7 @@ bool io_wait(detail::IoOp *op) {
             op->result = op->done_so_far() ? op->done_so_far() : -ETIMEDOUT;
             return false;
         }
-        int rc = wd::wait_fd_async(vp, s, op->fd, &aw->w, op->seq);
+        int rc = wd::wait_fd_async(vp, s, op->fd, w, op->seq);
         if (rc == 0) {
             add<uint64_t>(counters().io_parks);
             if (op->deadline || op->timeout) {
@@ -749,10 +832,9 @@ bool io_wait(detail::IoOp *op) {
                     const uint64_t t = weft_now_ns() + op->timeout;
                     if (!dl || t < dl) dl = t;
                 }
-                auto *it = new (op->timer) IoTimer{};
-                it->op = op;
-                it->timer.fire = io_timeout;
-                vp->timers.arm(&it->timer, dl);
+                auto *t = new (op->timer) wd::Timer{};
+                t->fire = io_timeout;
+                vp->timers.arm(t, dl);
             }
             return true;
         }
@@ -782,7 +864,7 @@ bool io_retry(detail::IoOp *op) {
         return !io_wait(op);
     }
     wd::io_waiter_done(vp);
-    if (op->deadline || op->timeout) vp->timers.cancel(&reinterpret_cast<IoTimer *>(op->timer)->timer);
+    if (op->deadline || op->timeout) vp->timers.cancel(timer_of(op));
     if (op->woke) {
         const ssize_t done = op->done_so_far();
         op->result = op->woke == ETIMEDOUT && done ? done : -op->woke;
@@ -796,8 +878,6 @@ bool io_retry(detail::IoOp *op) {
 } // namespace
 
 namespace detail {
-static_assert(sizeof(AsyncWaiter) <= sizeof(IoOp::waiter), "IoOp::waiter holds an AsyncWaiter");
-static_assert(sizeof(IoTimer) <= sizeof(IoOp::timer), "IoOp::timer holds an IoTimer");
 
 bool IoOp::io_begin(IoOp *op) noexcept {
     wd::Vproc *vp = wd::tls_vproc;
