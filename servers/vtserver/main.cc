@@ -255,11 +255,20 @@ private:
     bool keep_ = false;            // op_ is a send of the loop's bytes, not yet kept
 };
 
-// A connection across its waits: with its Io, all that its frame holds.
-// Each step between two waits is a call here (not a coroutine: its locals
-// are on the loop's stack, not in the frame). A request goes through the
-// stages in order: its head arrives, its body (if any) is read and
-// dropped, it is answered, the reply's head goes, then its body.
+// A connection is two coroutines. serve() holds the connection across its
+// requests, and waits for each request's first bytes with a receive of its
+// own; exchange() takes one request from those bytes to its reply's last,
+// with an Io for every wait in between, and returns. So a connection that
+// waits for its next request holds serve()'s small frame (the Conn and a
+// RecvOp), not exchange()'s (the Io, the request's state), which exists
+// only while a request is in hand: an idle keep-alive connection costs
+// what nginx's does or less (docs/virtual-threads.md, "Memory per
+// connection").
+//
+// Each step between two waits is a call (not a coroutine: its locals are
+// on the loop's stack, not in a frame).
+
+// A connection across its requests.
 class Conn : Server::Node {
 public:
     explicit Conn(int fd) : Node{nullptr, nullptr, fd} {
@@ -275,6 +284,48 @@ public:
     }
     Conn(const Conn &) = delete;
     Conn &operator=(const Conn &) = delete;
+
+    // No input in hand: the next request's first bytes are to be waited
+    // for (between requests, or before the first).
+    bool awaits_request() const { return have_ == 0 && !late_; }
+    // That wait is a receive into the loop's buffer (nothing is kept across
+    // it) on socket() until first_deadline(); arrived() takes what it
+    // returned. false: the connection ends.
+    int socket() const { return fd; }
+    uint64_t first_deadline() const {
+        return served_ ? weft_now_ns() + seconds_ns(server.opt.keepalive_timeout_s) : head_deadline_;
+    }
+    bool arrived(ssize_t n);
+
+private:
+    friend class Exchange;
+    char *in() const { return own_ ? own_.get() : tl_in; }
+    size_t cap() const { return own_ ? own_cap_ : kInBuf; }
+    // in()[0, have_) to the connection's own buffer (kInSmall, else kInBuf), from `from`.
+    void keep_input(const char *from);
+    void drop_input() {
+        own_.reset();
+        own_cap_ = 0;
+    }
+
+    // (Server::Node, first: the registry's links and the descriptor, fd.)
+    std::unique_ptr<char[]> own_; // the input, while it must survive a wait (else tl_in)
+    uint64_t head_deadline_;      // of the request whose head is arriving
+    uint32_t have_ = 0;           // input bytes at in()
+    uint32_t own_cap_ = 0;
+    uint32_t served_ = 0;         // requests answered
+    bool late_ = false;           // no first byte before head_deadline_: answer 408
+};
+
+// One request, from its first bytes (in the Conn) to its reply's last. A
+// request goes through the stages in order: its head arrives, its body (if
+// any) is read and dropped, it is answered, the reply's head goes, then its
+// body.
+class Exchange {
+public:
+    explicit Exchange(Conn &c) : c_(c), error_(c.late_ ? 408 : 0) { c.late_ = false; }
+    Exchange(const Exchange &) = delete;
+    Exchange &operator=(const Exchange &) = delete;
 
     // A head, then a body to drop: parses what is here. True: receive
     // more (and hand what the receive returned to received(); false
@@ -295,37 +346,23 @@ public:
 private:
     enum class Stage : uint8_t { Head, Body, SendHead, SendBody };
     static uint64_t send_timeout() { return seconds_ns(server.opt.send_timeout_s); }
-    char *in() const { return own_ ? own_.get() : tl_in; }
-    size_t cap() const { return own_ ? own_cap_ : kInBuf; }
-    // in()[0, have_) to the connection's own buffer (kInSmall, else kInBuf), from `from`.
-    void keep_input(const char *from);
-    void drop_input() {
-        own_.reset();
-        own_cap_ = 0;
-    }
     void took_head();
 
-    // (Server::Node, first: the registry's links and the descriptor, fd.)
-    std::unique_ptr<char[]> own_;          // the input, while it must survive a wait (else tl_in)
+    Conn &c_;
     weft::http::Parser::Progress progress_; // of a head that arrives in pieces
-    uint64_t head_deadline_;
-    uint64_t body_left_ = 0;               // Stage::Body: of the request body, still to drop
-    uint64_t length_ = 0;                  // of the reply's body
+    uint64_t body_left_ = 0;                // Stage::Body: of the request body, still to drop
+    uint64_t length_ = 0;                   // of the reply's body
     union {
-        const char *mem_;                  // BodyKind::Memory: the body
-        uint64_t offset_;                  // BodyKind::File: where in file_
+        const char *mem_;                   // BodyKind::Memory: the body
+        uint64_t offset_;                   // BodyKind::File: where in file_
     };
-    weft::http::FileRef file_;             // while its bytes go out
-    uint32_t have_ = 0;                    // input bytes at in()
-    uint32_t own_cap_ = 0;
-    uint32_t served_ = 0;                  // requests answered
-    uint32_t head_len_ = 0;                // of the reply
-    uint16_t error_ = 0;                   // to answer instead of a request (408, 431, 4xx from the parser)
-    uint16_t status_ = 0;                  // of the reply
+    weft::http::FileRef file_;              // while its bytes go out
+    uint32_t head_len_ = 0;                 // of the reply
+    uint16_t error_;                        // to answer instead of a request (408, 431, 4xx from the parser)
+    uint16_t status_ = 0;                   // of the reply
     Stage stage_ = Stage::Head;
     BodyKind body_ = BodyKind::None;
-    bool idle_ = false;                    // the wait is between requests (the keep-alive timeout)
-    bool last_ = false;                    // close after the reply
+    bool last_ = false;                     // close after the reply
 };
 
 void Conn::keep_input(const char *from) {
@@ -340,16 +377,30 @@ void Conn::keep_input(const char *from) {
     }
 }
 
-bool Conn::need_more() {
-    if (stage_ == Stage::Body) return body_left_ > 0;
-    if (error_) return false;
-    idle_ = false;
-    if (have_ == 0) {
-        idle_ = served_ > 0;
+bool Conn::arrived(ssize_t n) {
+    Server &s = server;
+    if (n > 0) {
+        if (served_) head_deadline_ = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
+        have_ = static_cast<uint32_t>(n);
         return true;
     }
+    if (n < 0 && errno == ETIMEDOUT) {
+        s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+        if (!served_) { // a first request that does not come gets 408; an idle client just goes
+            late_ = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool Exchange::need_more() {
+    Conn &c = c_;
+    if (stage_ == Stage::Body) return body_left_ > 0;
+    if (error_) return false;
+    if (c.have_ == 0) return true;
     weft::http::Parser p(server.limits, progress_);
-    const ParseResult pr = p.parse(in(), have_, &tl_req);
+    const ParseResult pr = p.parse(c.in(), c.have_, &tl_req);
     progress_ = p.progress();
     if (pr.kind == ParseResult::Error) {
         error_ = pr.status;
@@ -360,36 +411,30 @@ bool Conn::need_more() {
         return stage_ == Stage::Body;
     }
     // A part of a head: it must survive the wait, with room after it.
-    if (have_ == cap() && cap() == kInBuf) {
+    if (c.have_ == c.cap() && c.cap() == kInBuf) {
         error_ = 431;
         return false;
     }
-    if (!own_ || have_ == cap()) keep_input(in()); // (kInSmall -> kInBuf)
+    if (!c.own_ || c.have_ == c.cap()) c.keep_input(c.in()); // (kInSmall -> kInBuf)
     return true;
 }
 
-Io::Wait Conn::receive(Io &io) {
+Io::Wait Exchange::receive(Io &io) {
+    Conn &c = c_;
     if (stage_ == Stage::Body) // into the loop's buffer, and forgotten
-        return io.recv(fd, tl_in, static_cast<size_t>(std::min<uint64_t>(body_left_, kInBuf)), 0, send_timeout());
-    const uint64_t deadline =
-        idle_ ? weft_now_ns() + seconds_ns(server.opt.keepalive_timeout_s) : head_deadline_;
-    return io.recv(fd, in() + have_, cap() - have_, deadline, 0);
+        return io.recv(c.fd, tl_in, static_cast<size_t>(std::min<uint64_t>(body_left_, kInBuf)), 0, send_timeout());
+    return io.recv(c.fd, c.in() + c.have_, c.cap() - c.have_, c.head_deadline_, 0);
 }
 
-bool Conn::received(ssize_t n) {
-    Server &s = server;
+bool Exchange::received(ssize_t n) {
     if (n > 0) {
-        if (stage_ == Stage::Body) {
-            body_left_ -= static_cast<uint64_t>(n);
-            return true;
-        }
-        if (idle_) head_deadline_ = weft_now_ns() + seconds_ns(s.opt.header_timeout_s);
-        have_ += static_cast<uint32_t>(n);
+        if (stage_ == Stage::Body) body_left_ -= static_cast<uint64_t>(n);
+        else c_.have_ += static_cast<uint32_t>(n);
         return true;
     }
     if (n < 0 && errno == ETIMEDOUT) {
-        s.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-        if (stage_ == Stage::Head && !idle_) { // a slow head gets 408; an idle client just goes
+        server.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+        if (stage_ == Stage::Head) { // a slow head gets 408
             error_ = 408;
             return true;
         }
@@ -399,37 +444,39 @@ bool Conn::received(ssize_t n) {
 
 // tl_req is a whole head at in(): drop the body that follows it, here or
 // by reading it in (Stage::Body).
-void Conn::took_head() {
+void Exchange::took_head() {
+    Conn &c = c_;
     const weft::http::Request &req = tl_req;
     if (!req.has_body) return;
-    const uint32_t in_buf = have_ - req.head_len;
+    const uint32_t in_buf = c.have_ - req.head_len;
     if (in_buf >= req.body_len) {
         const auto body = static_cast<uint32_t>(req.body_len);
-        std::memmove(in() + req.head_len, in() + req.head_len + body, in_buf - body);
-        have_ -= body;
+        std::memmove(c.in() + req.head_len, c.in() + req.head_len + body, in_buf - body);
+        c.have_ -= body;
         return;
     }
     body_left_ = req.body_len - in_buf;
-    have_ = req.head_len;
-    if (!own_) keep_input(tl_in);
+    c.have_ = req.head_len;
+    if (!c.own_) c.keep_input(tl_in);
     stage_ = Stage::Body; // answer() parses the kept head again
 }
 
-void Conn::answer() {
+void Exchange::answer() {
     Server &s = server;
+    Conn &c = c_;
     weft::http::Request &req = tl_req;
     weft::http::Reply &r = tl_reply;
     if (!error_ && stage_ == Stage::Body) { // tl_req is another's after the body's waits
         weft::http::Parser p(s.limits);
-        const ParseResult pr = p.parse(in(), have_, &req);
+        const ParseResult pr = p.parse(c.in(), c.have_, &req);
         if (pr.kind != ParseResult::Done) error_ = pr.kind == ParseResult::Error ? pr.status : 400;
     }
     s.counters.requests.fetch_add(1, std::memory_order_relaxed);
-    ++served_;
+    ++c.served_;
     if (error_) {
         s.responder->error(error_, &r);
     } else {
-        const bool allow_ka = !s.stopping.load(std::memory_order_relaxed) && served_ < s.opt.max_requests;
+        const bool allow_ka = !s.stopping.load(std::memory_order_relaxed) && c.served_ < s.opt.max_requests;
         if (s.opt.stats && weft::srv::is_stats_target(req.target)) {
             tl_page = weft::srv::stats_json(kProg, "vt", static_cast<double>(weft_now_ns() - s.started_ns) / 1e9,
                                             s.counters, s.cache->counters(), stats_extra());
@@ -443,9 +490,9 @@ void Conn::answer() {
     // reply's waits; the rest of the reply is taken from tl_reply (its
     // head is sent from there, and kept only if that send waits).
     last_ = !r.keep_alive || error_;
-    have_ = last_ ? 0 : have_ - req.head_len;
-    if (have_) keep_input(in() + req.head_len);
-    else drop_input();
+    c.have_ = last_ ? 0 : c.have_ - req.head_len;
+    if (c.have_) c.keep_input(c.in() + req.head_len);
+    else c.drop_input();
     progress_ = {};
     stage_ = Stage::SendHead;
     status_ = r.status;
@@ -457,7 +504,8 @@ void Conn::answer() {
     file_ = std::move(r.file);
 }
 
-Io::Wait Conn::send(Io &io) {
+Io::Wait Exchange::send(Io &io) {
+    const int fd = c_.fd;
     if (stage_ == Stage::SendHead) // (MSG_MORE: the body follows at once)
         return io.send(fd, tl_reply.head, head_len_, body_ == BodyKind::None ? 0 : MSG_MORE, true, send_timeout());
     if (body_ == BodyKind::Memory)
@@ -465,38 +513,45 @@ Io::Wait Conn::send(Io &io) {
     return io.sendfile(fd, file_->fd, static_cast<off_t>(offset_), length_, send_timeout());
 }
 
-bool Conn::sent(ssize_t n) {
+bool Exchange::sent(ssize_t n) {
     const uint64_t want = stage_ == Stage::SendHead ? head_len_ : length_;
     stage_ = stage_ == Stage::SendHead ? Stage::SendBody : Stage::Head;
     return n == static_cast<ssize_t>(want);
 }
 
-bool Conn::replied(bool ok) {
+bool Exchange::replied(bool ok) {
     weft::srv::count_reply(server.counters, status_, head_len_ + length_, ok);
     file_.reset(); // (and the cache may close a replaced file now)
-    stage_ = Stage::Head;
     if (!ok || last_) return false;
-    error_ = 0;
-    head_deadline_ = weft_now_ns() + seconds_ns(server.opt.header_timeout_s);
+    c_.head_deadline_ = weft_now_ns() + seconds_ns(server.opt.header_timeout_s);
     return true;
 }
 
-// The coroutine (not in an anonymous namespace: the stats page names it).
+// The coroutines (not in an anonymous namespace: the stats page names them).
 namespace vtserver {
 
-// One connection, the whole of its life, in plain threaded style: read a
-// request, answer it, send the reply; again while the client keeps it open.
+// One request and its reply, in plain threaded style: read the request,
+// answer it, send the reply. false: the connection ends.
+vt::Task<bool> exchange(Conn &c) {
+    Exchange x(c);
+    Io io;
+    while (x.need_more())
+        if (!x.received(co_await x.receive(io))) co_return false;
+    x.answer();
+    bool ok = true;
+    while (ok && x.sending()) ok = x.sent(co_await x.send(io));
+    co_return x.replied(ok);
+}
+
+// One connection, the whole of its life: a request, then another while the
+// client keeps it open.
 vt::Task<> serve(int fd) {
     Conn c(fd);
-    Io io;
-    for (;;) {
-        while (c.need_more())
-            if (!c.received(co_await c.receive(io))) co_return;
-        c.answer();
-        bool ok = true;
-        while (ok && c.sending()) ok = c.sent(co_await c.send(io));
-        if (!c.replied(ok)) co_return;
-    }
+    do {
+        if (c.awaits_request() &&
+            !c.arrived(co_await vt::until(vt::recv(c.socket(), tl_in, kInBuf, 0), c.first_deadline())))
+            co_return;
+    } while (co_await exchange(c));
 }
 } // namespace vtserver
 
