@@ -256,14 +256,13 @@ private:
 };
 
 // A connection is two coroutines. serve() holds the connection across its
-// requests, and waits for each request's first bytes with a receive of its
-// own; exchange() takes one request from those bytes to its reply's last,
-// with an Io for every wait in between, and returns. So a connection that
-// waits for its next request holds serve()'s small frame (the Conn and a
-// RecvOp), not exchange()'s (the Io, the request's state), which exists
-// only while a request is in hand: an idle keep-alive connection costs
-// what nginx's does or less (docs/virtual-threads.md, "Memory per
-// connection").
+// requests and the one Io every wait goes through, and waits there for each
+// request's first bytes; exchange() takes one request from those bytes to
+// its reply's last, and returns. So a connection that waits for its next
+// request holds serve()'s frame (the Conn and the Io), not exchange()'s
+// (the request's state), which exists only while a request is in hand: an
+// idle keep-alive connection costs less than nginx's
+// (docs/virtual-threads.md, "An idle connection holds the smaller frame").
 //
 // Each step between two waits is a call (not a coroutine: its locals are
 // on the loop's stack, not in a frame).
@@ -530,11 +529,10 @@ bool Exchange::replied(bool ok) {
 // The coroutines (not in an anonymous namespace: the stats page names them).
 namespace vtserver {
 
-// One request and its reply, in plain threaded style: read the request,
-// answer it, send the reply. false: the connection ends.
-vt::Task<bool> exchange(Conn &c) {
+// One request and its reply, in plain threaded style: read the rest of the
+// request, answer it, send the reply. false: the connection ends.
+vt::Task<bool> exchange(Conn &c, Io &io) {
     Exchange x(c);
-    Io io;
     while (x.need_more())
         if (!x.received(co_await x.receive(io))) co_return false;
     x.answer();
@@ -547,11 +545,11 @@ vt::Task<bool> exchange(Conn &c) {
 // client keeps it open.
 vt::Task<> serve(int fd) {
     Conn c(fd);
+    Io io;
     do {
-        if (c.awaits_request() &&
-            !c.arrived(co_await vt::until(vt::recv(c.socket(), tl_in, kInBuf, 0), c.first_deadline())))
+        if (c.awaits_request() && !c.arrived(co_await io.recv(c.socket(), tl_in, kInBuf, c.first_deadline(), 0)))
             co_return;
-    } while (co_await exchange(c));
+    } while (co_await exchange(c, io));
 }
 } // namespace vtserver
 
