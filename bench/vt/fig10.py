@@ -798,7 +798,7 @@ def parse_args(argv):
                     help="the JSON output (default results/vt_fig10.json); the report goes beside it (.md)")
     ap.add_argument("--png", default=os.path.join(REPO, "docs", "figures", "vt_fig10.png"),
                     help="the plot (default docs/figures/vt_fig10.png; '' for none)")
-    ap.add_argument("--repeat", type=int, help="rounds over every point (interleaved); the median "
+    ap.add_argument("--repeat", type=int, help="rounds over every point (interleaved); the best "
                     "round by req/s is reported, every round's too (default 2; --quick 1)")
     ap.add_argument("--busy-retries", type=int, default=6, help="re-runs, in all, of points disturbed by other load "
                     f"(>= {BUSY_CPUS} CPU outside the server and wrk, or others reading the disk), at most one per "
