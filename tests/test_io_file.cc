@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <string>
 #include <memory>
+#include <string>
 
 #include "io_support.hpp"
 
@@ -103,12 +103,12 @@ TEST_P(FileTest, ACachedReadCompletesInline) {
     EXPECT_GE(s1.io_syscalls - s0.io_syscalls, 1u);
 }
 
-// The most a read of `fd`'s device may bring into the page cache by
+// The most a read from `dir`'s device may bring into the page cache by
 // itself: readahead, or one request (sysfs; 8 MiB when it cannot tell).
-size_t readahead_bytes(int fd) {
+size_t readahead_bytes(const std::string &dir) {
     struct stat st;
     size_t most = 0;
-    if (fstat(fd, &st) == 0) {
+    if (stat(dir.c_str(), &st) == 0) {
         const std::string dev = "/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
         for (const char *q : {"/queue/", "/../queue/"}) // a disk, or a partition of one
             for (const char *knob : {"read_ahead_kb", "max_sectors_kb"})
@@ -134,9 +134,7 @@ size_t readahead_bytes(int fd) {
 // inline at most, and the rest must go asynchronous. A runtime that reads
 // misses inline (plain preadv2) fails this on every backend.
 TEST_P(FileTest, AnUncachedReadReturnsTheRightBytes) {
-    TempFile probe;
-    ASSERT_GE(probe.fd(), 0);
-    const size_t size = std::clamp<size_t>(2 * readahead_bytes(probe.fd()), 4 << 20, 64 << 20);
+    const size_t size = std::clamp<size_t>(2 * readahead_bytes(scratch_dir()), 4 << 20, 64 << 20);
     const int tries = 3;
     TempFile f(size, 23);
     ASSERT_GE(f.fd(), 0);
