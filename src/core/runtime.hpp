@@ -101,6 +101,14 @@ inline void release_thread(Tcb *t) {
     if (__builtin_expect(s.owner == &here, 1) && here.release_hot(s)) return;
     release_thread_slow(t, s);
 }
+// The I/O state of fd (io/fd.hpp), classified on first use; nullptr if fd
+// is out of range. On every wrapper's path, so inline.
+inline FdState *fd_state(Vproc *vp, int fd) {
+    FdState *s = vp->rt->fds.get(fd);
+    if (s && __builtin_expect(s->kind == FdKind::Unknown, 0)) fd_classify(vp, s, fd);
+    return s;
+}
+
 void run_tsd_destructors(Tcb *t);    // core/keys.cc
 void free_tsd(Tcb *t);
 

@@ -111,7 +111,9 @@ namespace {
 // would read back the O_NONBLOCK the first just set and take it for the
 // program's. The flags are stored before `kind`, which readers test first
 // without the lock. Kept out of fd_state's fast path.
-[[gnu::noinline, gnu::cold]] void classify(Vproc *vp, FdState *s, int fd) {
+} // namespace
+
+[[gnu::noinline, gnu::cold]] void fd_classify(Vproc *vp, FdState *s, int fd) {
     SpinGuard g(s->lock, vp->smp);
     if (s->kind != FdKind::Unknown) return; // another thread was first
     struct stat st;
@@ -154,14 +156,6 @@ namespace {
     s->direct = direct;
     s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
     s->kind = kind; // last: a reader that sees it sees the rest
-}
-
-} // namespace
-
-FdState *fd_state(Vproc *vp, int fd) {
-    FdState *s = vp->rt->fds.get(fd);
-    if (s && __builtin_expect(s->kind == FdKind::Unknown, 0)) classify(vp, s, fd);
-    return s;
 }
 
 void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonblock) {
@@ -264,6 +258,9 @@ int arm_locked(Vproc *vp, FdState *s, int fd, uint32_t events) {
     WEFT_DCHECK_HOME(vp);
     if (s->closing) return 0; // fd_closed wakes the waiter
     Reactor *r = s->owner();
+    // Armed here already, for these events (the usual park): nothing to do.
+    // Only the owner's own vproc reads `armed` and `backend_events` so.
+    if (r == vp->reactor.get() && r->sticky_arm && s->armed && (s->backend_events & events) == events) return 0;
     if (!r) {
         r = vp->reactor.get();
         s->reactor = r;
@@ -305,11 +302,6 @@ uint32_t io_ready(FdState *s, uint32_t revents) {
     woken.make_ready_all(0);
     call_wakes(calls, 0);
     return still;
-}
-
-void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq) {
-    SpinGuard g(s->lock, vp->smp);
-    if (s->seq.load(std::memory_order_relaxed) == seq) s->clear_ready(events);
 }
 
 int wait_fd(Vproc *&vp, FdState *s, int fd, uint32_t events, uint32_t seq, CallDeadline &dl, const void *site) {

@@ -173,7 +173,9 @@ void io_complete(IoOp *op, int res);
 
 // --- called by wrappers ---
 // The state of fd, classified on first use; nullptr if fd is out of range.
-FdState *fd_state(Vproc *vp, int fd);
+// Inline, in core/runtime.hpp (it reads the runtime's table); this is its
+// cold part, the first look at a descriptor.
+void fd_classify(Vproc *vp, FdState *s, int fd);
 // Record that weft made fd of kind k (socket, accept, open): no fstat needed.
 void fd_created(Vproc *vp, int fd, FdKind k, bool user_nonblock, bool weft_nonblock);
 // The last attempt (made when seq read `seq`) found fd not ready for
@@ -197,7 +199,10 @@ int link_fd_waiter(Vproc *vp, FdState *s, int fd, IoWaiter *w, uint32_t seq);
 bool cancel_fd_async(Vproc *vp, FdState *s, IoWaiter *w);
 // A read or write moved less than asked on a stream: the buffer is drained
 // (or full); the next attempt parks first unless an event came since `seq`.
-void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq);
+inline void mark_unready(Vproc *vp, FdState *s, uint32_t events, uint32_t seq) {
+    SpinGuard g(s->lock, vp->smp);
+    if (s->seq.load(std::memory_order_relaxed) == seq) s->clear_ready(events);
+}
 // Submit op to vp's reactor and park until it completes. Returns its result
 // (>= 0 or -errno; -ETIMEDOUT when the deadline cancelled it).
 int run_op(Vproc *&vp, IoOp *op, CallDeadline &dl, const void *site);

@@ -26,7 +26,7 @@ namespace {
 // A single buffer takes the plain call (recv/send, read/write): the kernel's
 // vector forms cost ~30 ns more per call (an iovec or msghdr import), which
 // is a tenth of a small transfer.
-ssize_t try_readv(FdState *s, int fd, iovec *iov, int cnt) {
+[[gnu::always_inline]] inline ssize_t try_readv(FdState *s, int fd, iovec *iov, int cnt) {
     const bool one = cnt == 1;
     switch (s->kind) {
     case FdKind::Stream:
@@ -45,7 +45,7 @@ ssize_t try_readv(FdState *s, int fd, iovec *iov, int cnt) {
     }
 }
 
-ssize_t try_writev(FdState *s, int fd, const iovec *iov, int cnt) {
+[[gnu::always_inline]] inline ssize_t try_writev(FdState *s, int fd, const iovec *iov, int cnt) {
     const bool one = cnt == 1;
     ssize_t r;
     switch (s->kind) {
@@ -95,26 +95,41 @@ ssize_t do_readv(Vproc *&vp, int fd, iovec *iov, int cnt, const void *site) {
 // A blocking write moves everything (POSIX: a blocking write to a pipe or
 // socket returns only when all is written), unless the descriptor is the
 // program's non-blocking one; an error or timeout after some progress
-// returns the progress.
-ssize_t do_writev(Vproc *&vp, int fd, const iovec *iov_in, int cnt, const void *site) {
+// returns the progress. The rest of a short write goes on from a copy of the
+// caller's iovecs (write_rest); the first attempt, which on a socket or pipe
+// with room is the only one, copies nothing.
+ssize_t write_rest(Vproc *&vp, FdState *s, int fd, const iovec *iov_in, int cnt, size_t done, CallDeadline &dl,
+                   const void *site);
+
+ssize_t do_writev(Vproc *&vp, int fd, const iovec *iov, int cnt, const void *site) {
     FdState *s = fd_state(vp, fd);
     const FdKind kind = s ? FdKind(s->kind) : FdKind::Unknown; // read once (a close may reset it)
     if (kind == FdKind::Unknown) {
-        ssize_t r = sys(writev(fd, iov_in, cnt));
+        ssize_t r = sys(writev(fd, iov, cnt));
         if (r == -EPIPE) consume_sigpipe();
         return r;
     }
-    if (kind == FdKind::File) return file_rw(vp, s, fd, true, iov_in, cnt, -1, site);
+    if (kind == FdKind::File) return file_rw(vp, s, fd, true, iov, cnt, -1, site);
+    const size_t total = iov_total(iov, cnt);
+    CallDeadline dl;
+    ssize_t r = retry_on_fd(vp, s, fd, POLLOUT, total, [&] { return try_writev(s, fd, iov, cnt); }, dl, site);
+    if (__builtin_expect(r >= 0 && (static_cast<size_t>(r) == total || s->user_nonblock), 1)) return r;
+    if (r < 0 && !demote_to_pollable(vp, s, fd, r)) return r;
+    return write_rest(vp, s, fd, iov, cnt, r < 0 ? 0 : static_cast<size_t>(r), dl, site);
+}
+
+[[gnu::noinline]] ssize_t write_rest(Vproc *&vp, FdState *s, int fd, const iovec *iov_in, int cnt, size_t done,
+                                     CallDeadline &dl, const void *site) {
     IovCopy copy(iov_in, cnt);
     iovec *iov = copy.data();
-    size_t total = iov_total(iov, cnt), done = 0;
-    CallDeadline dl;
-    while (done < total || total == 0) {
+    const size_t total = iov_total(iov, cnt);
+    iov_advance(iov, cnt, done);
+    while (done < total) {
         ssize_t r = retry_on_fd(vp, s, fd, POLLOUT, total - done, [&] { return try_writev(s, fd, iov, cnt); }, dl, site);
         if (demote_to_pollable(vp, s, fd, r)) continue;
         if (r < 0) return done ? static_cast<ssize_t>(done) : r;
         done += static_cast<size_t>(r);
-        if (total == 0 || s->user_nonblock) break;
+        if (s->user_nonblock) break;
         iov_advance(iov, cnt, static_cast<size_t>(r));
     }
     return static_cast<ssize_t>(done);

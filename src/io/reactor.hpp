@@ -75,6 +75,11 @@ public:
     virtual void attach_thread() {}
 
     Vproc *vp = nullptr; // the vproc whose events this reactor delivers
+    // An edge-triggered backend whose registration stays until disarm and
+    // records its interest in FdState::backend_events (epoll, io_uring): a
+    // park on a descriptor armed here for the events it wants needs no
+    // arm() call at all (fd.cc's arm_locked checks it inline).
+    bool sticky_arm = false;
 
     // What fd.cc calls, from any vproc, with the FdState lock held. A backend
     // whose arm() is not thread-safe gets requests from other vprocs through

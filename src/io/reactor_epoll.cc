@@ -18,7 +18,7 @@ namespace {
 
 class EpollReactor final : public Reactor {
 public:
-    EpollReactor(int ep, int efd) : ep_(ep), efd_(efd) {}
+    EpollReactor(int ep, int efd) : ep_(ep), efd_(efd) { sticky_arm = true; }
     ~EpollReactor() override {
         close(efd_);
         close(ep_);
@@ -34,6 +34,7 @@ public:
         vp->stats.io_syscalls.add();
         if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST) {
             s->armed = true;
+            s->backend_events = POLLIN | POLLOUT | POLLPRI;
             return 0;
         }
         return errno; // EBADF: closed; EPERM: not pollable
@@ -44,6 +45,7 @@ public:
         vp->stats.io_syscalls.add();
         epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); // a dup'ed file would stay registered
         s->armed = false;
+        s->backend_events = 0;
     }
 
     void poll() override { collect(0); }

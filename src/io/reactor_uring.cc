@@ -54,7 +54,7 @@ uint64_t poll_tag(const FdState *s) {
 
 class UringReactor final : public Reactor {
 public:
-    UringReactor(const io_uring &ring, int efd) : ring_(ring), efd_(efd) {}
+    UringReactor(const io_uring &ring, int efd) : ring_(ring), efd_(efd) { sticky_arm = true; }
     ~UringReactor() override {
         io_uring_queue_exit(&ring_);
         close(efd_);

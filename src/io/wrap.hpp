@@ -39,9 +39,12 @@ ssize_t retry_on_fd(Vproc *&vp, FdState *s, int fd, uint32_t ev, size_t want, At
     // Read once: the program's O_NONBLOCK as the call began.
     const bool nonblock = s->user_nonblock;
     if (__builtin_expect(vp->tap != nullptr, 0) && !nonblock) {
-        using A = std::remove_reference_t<Attempt>;
-        return tap_net(vp, s, fd, ev, want, [](void *a) -> ssize_t { return (*static_cast<A *>(a))(); },
-                       const_cast<void *>(static_cast<const void *>(&attempt)), dl, site);
+        // A copy: were `attempt` itself to escape, the compiler would keep
+        // every variable it captures in memory on the usual path too.
+        using A = std::remove_cvref_t<Attempt>;
+        A copy = attempt;
+        return tap_net(vp, s, fd, ev, want, [](void *a) -> ssize_t { return (*static_cast<A *>(a))(); }, &copy, dl,
+                       site);
     }
     for (;;) {
         uint32_t seq = s->seq.load(std::memory_order_acquire);
@@ -98,6 +101,7 @@ private:
 };
 
 inline size_t iov_total(const iovec *iov, int cnt) {
+    if (cnt == 1) return iov->iov_len; // read/write/send/recv: no loop (gcc vectorises it)
     size_t n = 0;
     for (int i = 0; i < cnt; ++i) n += iov[i].iov_len;
     return n;
