@@ -66,21 +66,20 @@ extern const char *const kParkReasonNames[];
 // not pay for storing them. A Tcb built any other way must be value-
 // initialised (`Tcb t{}`), as Vproc::loop is.
 struct Tcb {
+    // ---- cache line 0: what every switch and wake-up touches ----
+    // A park and its wake-up touch lines 0 and 1 only (a cond or mutex
+    // wait adds line 2's queue links): with thousands of threads taking
+    // turns, every line a switch brings in is a likely cache miss.
     Context ctx;                 // saved registers while switched out (arch/context.hpp)
     Vproc *vp = nullptr;         // home vproc: where it runs, where wake-ups go
     Tcb *next;                   // run-queue, inbox or WakeList link (set when linked)
-    Tcb *wq_prev;                // wait-queue links (set by WaitQueue::push_back,
-    Tcb *wq_next;                //   guarded by the queue's lock)
-    WaitQueue *waiting_on = nullptr; // queue it is parked on; cleared (release) by whoever removes it
-    uintptr_t wait_data;         // what the queue's owner needs (e.g. reader/writer)
-    uint64_t id;                 // unique in the process, never reused
+    StackChunk *chunk;           // linked stacks: the current chunk; null: a fixed stack (set by create_thread)
+    const void *park_site;       // where it last blocked (blocking-site id, set by park)
+    // ---- cache line 1 ----
     uint32_t magic;              // kTcbMagic while the handle is valid
     ThreadState state = ThreadState::Ready;
     uint8_t park_reason;         // weft_park_reason of the current/last park (set by park)
     std::atomic<uint8_t> claimed{0}; // 1 once a waker (or the timer) owns this park's wake-up
-    bool detached = false;       // join_lock
-    bool exited = false;         // join_lock: off its stack for good
-    bool joined = false;         // join_lock: a joiner has claimed it
     bool eh_saved = false;       // saved_eh is non-zero (one byte for the switch to test)
     bool timed_wait = false;     // parked with a deadline: expire_wait may end the park early
     bool queued_timed;           // set with the wait-queue links (enqueue_self): the queued wait has a deadline (take_first)
@@ -89,10 +88,22 @@ struct Tcb {
     uint8_t pinned = 0;          // kPinned*: never given to another vproc while non-zero
     bool io_counted = false;     // counted in its vproc's io_waiters (Vproc::io_wait_begin/end)
     uint8_t migrated = 0;        // in transit to a new vproc (kMoving..., set by the giver, cleared on arrival)
+    bool stack_guarded = false;  // stack.guarded, here for check_stack at every switch-out (set with stack)
     int saved_errno;             // errno of this thread while switched out (set at switch-out)
-    uint64_t saved_eh[2] = {0, 0}; // its C++ exception state while switched out (see vproc.hpp)
     int wake_result;             // set by the waker: 0, ETIMEDOUT, ...
-    const void *park_site;       // where it last blocked (blocking-site id, set by park)
+    uint64_t io_timeout = 0;     // I/O limit per blocking call, ns (0: none)
+    uint64_t io_deadline = 0;    // absolute I/O deadline, ns (0: none)
+    GraphThread *graph = nullptr; // the blocking graph's record of it (observe/graph.hpp), while the graph is on
+    WaitQueue *waiting_on = nullptr; // queue it is parked on; cleared (release) by whoever removes it
+    // ---- the rest ----
+    Tcb *wq_prev;                // wait-queue links (set by WaitQueue::push_back,
+    Tcb *wq_next;                //   guarded by the queue's lock)
+    uintptr_t wait_data;         // what the queue's owner needs (e.g. reader/writer)
+    uint64_t id;                 // unique in the process, never reused
+    bool detached = false;       // join_lock
+    bool exited = false;         // join_lock: off its stack for good
+    bool joined = false;         // join_lock: a joiner has claimed it
+    uint64_t saved_eh[2] = {0, 0}; // its C++ exception state while switched out (see vproc.hpp)
     Timer timer;                 // park deadline (sleep, timed waits, I/O)
     Spin join_lock;
     Tcb *joiner = nullptr;       // join_lock: thread waiting in join
@@ -100,13 +111,9 @@ struct Tcb {
     void *(*fn)(void *);         // entry function and argument (set by create_thread)
     void *arg;
     Stack stack;                 // the stack this TCB sits on top of (linked: its first chunk's usable part)
-    StackChunk *chunk;           // linked stacks: the current chunk; null: a fixed stack (set by create_thread)
     TsdSlot *tsd = nullptr;      // thread-specific values, grown on demand
     uint32_t tsd_len = 0;
-    uint64_t io_timeout = 0;     // I/O limit per blocking call, ns (0: none)
-    uint64_t io_deadline = 0;    // absolute I/O deadline, ns (0: none)
     char name[kThreadNameMax];   // name[0] == 0: unnamed (set by create_thread)
-    GraphThread *graph = nullptr; // the blocking graph's record of it (observe/graph.hpp), while the graph is on
     uint64_t policy_word = 0;    // the scheduling policy's own (resource: when queued new, then how long it waited; tap: level)
     void *appt = nullptr;        // TAP: the call it waits in (sched/tap.hpp TapCall), while it does
     std::atomic<uint32_t> tap_held{0}; // TAP locking: mutexes it holds that others wait for
@@ -124,6 +131,12 @@ struct Tcb {
 inline Tcb *tcb_at_top(char *hi) {
     return reinterpret_cast<Tcb *>((reinterpret_cast<uintptr_t>(hi) - sizeof(Tcb)) & ~(kTcbAlign - 1));
 }
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(Tcb, park_site) + sizeof(void *) <= kTcbAlign, "line 0 holds what every switch touches");
+static_assert(offsetof(Tcb, waiting_on) + sizeof(void *) <= 2 * kTcbAlign, "line 1 holds the rest of a park");
+#pragma GCC diagnostic pop
 
 inline Tcb *tcb_of_timer(Timer *t) {
     return reinterpret_cast<Tcb *>(reinterpret_cast<char *>(t) - offsetof(Tcb, timer));

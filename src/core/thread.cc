@@ -214,6 +214,7 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     t->fn = fn;
     t->arg = arg;
     t->stack = st;
+    t->stack_guarded = st.guarded;
     t->chunk = chunk;
     set_name(t, attr ? attr->name : nullptr);
     context_init(&t->ctx, t, thread_start, t);

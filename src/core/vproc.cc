@@ -34,7 +34,7 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
       fifo(pol == &kFifoPolicy), stacks(regions), chunks(slabs, linked_stack_slack()) {
     loop.vp = this;
     loop.state = ThreadState::Running;
-    loop.stack.guarded = true; // the kernel thread's own stack: no canary to check
+    loop.stack.guarded = loop.stack_guarded = true; // the kernel thread's own stack: no canary to check
     loop.magic = kTcbMagic;
     loop.id = 0;
     std::snprintf(loop.name, sizeof loop.name, "vproc-%d-loop", index);

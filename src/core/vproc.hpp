@@ -343,7 +343,7 @@ extern constinit thread_local Vproc *tls_vproc __attribute__((tls_model("initial
 // A guarded stack needs neither test: running below it faults on the guard
 // (and the fault handler compares the stack pointer).
 inline void Vproc::check_stack(Tcb *t) {
-    if (__builtin_expect(t->stack.guarded, 1)) return;
+    if (__builtin_expect(t->stack_guarded, 1)) return;
     if (t->chunk) { // linked: the current chunk's canary, and the stack pointer above its header
         if (!t->chunk->intact() || static_cast<char *>(__builtin_frame_address(0)) < t->chunk->base())
             stack_overflow(t);
