@@ -1338,4 +1338,71 @@ TEST_P(SocketErrorTest, CountersSeparateReadyCallsFromParkedOnes) {
     EXPECT_GE(s2.io_syscalls - s1.io_syscalls, 2u); // the failed try, the retry, the write
 }
 
+
+// io_uring's poll holds a reference to the file, so a close releases the
+// socket only once the poll's cancellation has completed. With
+// DEFER_TASKRUN (WEFT_DEFER=1) that completion is kernel work deferred
+// until the vproc next asks for events; weft_close asks at once. Here the
+// vproc never does otherwise: after the close its one thread computes, and
+// a kernel thread watching the peer must see EOF meanwhile. (Without the
+// ask, a busy server's clients waited for their FIN: docs/io.md.)
+class UringCloseTest : public ::testing::TestWithParam<const char *> {};
+INSTANTIATE_TEST_SUITE_P(Io, UringCloseTest, ::testing::Values("coop", "defer"),
+                         [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
+
+TEST_P(UringCloseTest, AClosedSocketReachesThePeerWhileTheVprocComputes) {
+    const bool defer = std::string(GetParam()) == "defer";
+    struct Env {
+        explicit Env(bool on) {
+            if (on) setenv("WEFT_DEFER", "1", 1);
+        }
+        ~Env() { unsetenv("WEFT_DEFER"); }
+    } env(defer);
+    if (running_backend("uring") != "uring") GTEST_SKIP() << "io_uring refused by the kernel here";
+    Watchdog dog(30);
+    int sv[2];
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) << strerror(errno);
+    std::atomic<bool> eof{false}, closed{false};
+    std::thread peer([&] { // a plain kernel thread, not weft's
+        char c;
+        timeval tv{5, 0};
+        setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        if (recv(sv[1], &c, 1, 0) == 0) eof = true;
+    });
+    bool seen_while_busy = false;
+    ssize_t rr = 0;
+    int re = 0;
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.io = "uring";
+    cfg.vprocs = 1;
+    ASSERT_EQ(0, run_cfg(cfg, [&] {
+        const uint64_t parks0 = parks(WEFT_PARK_IO);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn_on(&t, 0, [&] { // parks on sv[0]: its poll is armed
+            char c;
+            rr = weft_read(sv[0], &c, 1);
+            re = errno;
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+        EXPECT_EQ(0, weft_close(sv[0]));
+        closed = true;
+        // Compute without a weft call for up to 3 s: no switch, no poll.
+        const uint64_t until = weft_now_ns() + 3'000'000'000ull;
+        while (!eof.load() && weft_now_ns() < until) {
+        }
+        seen_while_busy = eof.load();
+        join(t);
+    }));
+    peer.join();
+    close(sv[1]);
+    EXPECT_TRUE(closed.load());
+    EXPECT_TRUE(seen_while_busy) << "the peer saw no EOF while the vproc computed after the close ("
+                                 << GetParam() << " ring)";
+    EXPECT_TRUE(eof.load()) << "the peer saw no EOF at all";
+    EXPECT_EQ(-1, rr);
+    EXPECT_EQ(EBADF, re) << strerror(re);
+}
+
 } // namespace

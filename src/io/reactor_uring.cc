@@ -85,13 +85,18 @@ public:
 
     // The poll holds a reference to the file: remove it now, and push the
     // removal to the kernel at once so that the close that follows releases
-    // the file (a peer must see the connection end).
+    // the file (a peer must see the connection end). The enter also asks
+    // for events: with DEFER_TASKRUN the cancelled poll's completion — and
+    // with it the poll's reference to the file — waits for the next enter
+    // that does, which a vproc busy running threads may not make for a long
+    // time (the socket stayed open: no FIN for the client).
     void disarm(int, FdState *s) override {
         if (!s->armed) return;
         remove_poll(s);
         s->armed = false;
         s->backend_events = 0;
-        submit_now();
+        vp->stats.io_syscalls.add();
+        io_uring_submit_and_get_events(&ring_);
     }
 
     void submit(IoOp *op) override {
