@@ -262,7 +262,8 @@ std::unique_ptr<Reactor> make_uring_reactor(Vproc *vp) {
     // vproc's thread enables it (attach_thread). It is off by default: with
     // it, under CPU load, a socket or listener weft had closed sometimes
     // stayed open — no FIN for the client, a listener still accepting
-    // (docs/io.md, an open bug).
+    // (docs/io.md, an open bug; disarm's ask for events fixed one cause,
+    // not all).
     p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     if (const char *d = getenv("WEFT_DEFER"); d && *d == '1')
         p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_DEFER_TASKRUN |
