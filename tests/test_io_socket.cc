@@ -1405,4 +1405,65 @@ TEST_P(UringCloseTest, AClosedSocketReachesThePeerWhileTheVprocComputes) {
     EXPECT_EQ(EBADF, re) << strerror(re);
 }
 
+// The same, with an event on its way as the socket closes: the peer writes
+// a byte just before, so the poll's completion work is queued (with
+// DEFER_TASKRUN it waits for the vproc's next ask) and the kernel refuses
+// the removal with EALREADY. The poll then polls on and holds the file —
+// a listener closed by weft-knot's shutdown went on accepting — unless the
+// removal is asked again (remove_now).
+TEST_P(UringCloseTest, AClosedSocketWithAnEventOnItsWayReachesThePeer) {
+    const bool defer = std::string(GetParam()) == "defer";
+    struct Env {
+        explicit Env(bool on) { setenv("WEFT_DEFER", on ? "1" : "0", 1); }
+        ~Env() { unsetenv("WEFT_DEFER"); }
+    } env(defer);
+    if (running_backend("uring") != "uring") GTEST_SKIP() << "io_uring refused by the kernel here";
+    Watchdog dog(30);
+    int sv[2];
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) << strerror(errno);
+    std::atomic<bool> eof{false}, go{false};
+    std::thread peer([&] { // a plain kernel thread: reads until EOF
+        while (!go.load()) std::this_thread::yield();
+        timeval tv{5, 0};
+        setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        char c;
+        ssize_t r = recv(sv[1], &c, 1, 0);
+        // closed: EOF, or ECONNRESET (it closed with our byte unread)
+        if (r == 0 || (r < 0 && errno == ECONNRESET)) eof = true;
+    });
+    bool seen_while_busy = false;
+    ssize_t rr = 0;
+    int re = 0;
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.io = "uring";
+    cfg.vprocs = 1;
+    ASSERT_EQ(0, run_cfg(cfg, [&] {
+        const uint64_t parks0 = parks(WEFT_PARK_IO);
+        weft_thread_t t;
+        ASSERT_EQ(0, spawn_on(&t, 0, [&] { // parks on sv[0]: its poll is armed
+            char c;
+            rr = weft_read(sv[0], &c, 1);
+            re = errno;
+            return nullptr;
+        }));
+        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+        ASSERT_EQ(1, write(sv[1], "x", 1)); // the plain call: an event for sv[0]'s poll, not yet delivered
+        EXPECT_EQ(0, weft_close(sv[0]));
+        go = true;
+        const uint64_t until = weft_now_ns() + 3'000'000'000ull; // compute: no weft call
+        while (!eof.load() && weft_now_ns() < until) {
+        }
+        seen_while_busy = eof.load();
+        join(t);
+    }));
+    go = true;
+    peer.join();
+    close(sv[1]);
+    EXPECT_TRUE(seen_while_busy) << "the peer saw no EOF while the vproc computed after the close ("
+                                 << GetParam() << " ring)";
+    EXPECT_EQ(-1, rr); // woken by the close (the byte came too, but the close wins: EBADF)
+    EXPECT_EQ(EBADF, re) << strerror(re);
+}
+
 } // namespace

@@ -66,7 +66,7 @@ struct IoWaiter {
     void (*wake)(IoWaiter *w, int result) = nullptr;
 };
 
-struct FdState {
+struct alignas(16) FdState { // 16: io_uring tags carry a pointer and four bits
     Spin lock;                       // guards the rest with several vprocs
     // Written under the lock, read without it: a wrapper looks at them
     // before it locks, and may race a weft_close on another vproc (then its
