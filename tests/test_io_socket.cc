@@ -1339,131 +1339,94 @@ TEST_P(SocketErrorTest, CountersSeparateReadyCallsFromParkedOnes) {
 }
 
 
-// io_uring's poll holds a reference to the file, so a close releases the
-// socket only once the poll's cancellation has completed. With
-// DEFER_TASKRUN (WEFT_DEFER=1) that completion is kernel work deferred
-// until the vproc next asks for events; weft_close asks at once. Here the
-// vproc never does otherwise: after the close its one thread computes, and
-// a kernel thread watching the peer must see EOF meanwhile. (Without the
-// ask, a busy server's clients waited for their FIN: docs/io.md.)
-class UringCloseTest : public ::testing::TestWithParam<const char *> {};
+// io_uring's poll holds a reference to the file, so weft_close removes the
+// poll before close(2), and the socket is released only once the removal
+// has completed. The vproc's one thread parks on a socket (arming its
+// poll), the main thread closes it and then computes for up to 3 s without
+// a weft call — no switch, no reap — while a kernel thread on the peer
+// watches for the close. Two ways the poll survived, each fixed and each
+// failing its test without the fix (docs/io.md):
+//  - with DEFER_TASKRUN (WEFT_DEFER=1) the removal's completion is kernel
+//    work deferred until the vproc next asks for events: weft_close asks;
+//  - a poll with an event on its way refuses the removal (EALREADY) and
+//    polls on, on either ring mode: weft_close removes it again.
+class UringCloseTest : public ::testing::TestWithParam<const char *> {
+protected:
+    struct Seen {
+        bool while_busy = false; // the peer saw the close while the vproc computed
+        ssize_t rr = 0;          // the parked read's result and errno
+        int re = 0;
+    };
+    // event: the peer writes a byte just before the close, so an event is
+    // on its way to the poll as it is removed.
+    Seen close_while_computing(bool event) {
+        struct Env {
+            explicit Env(bool defer) { setenv("WEFT_DEFER", defer ? "1" : "0", 1); }
+            ~Env() { unsetenv("WEFT_DEFER"); }
+        } env(std::string(GetParam()) == "defer");
+        Seen seen;
+        if (running_backend("uring") != "uring") return seen;
+        Watchdog dog(30);
+        int sv[2];
+        EXPECT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) << strerror(errno);
+        std::atomic<bool> closed{false}, go{false};
+        std::thread peer([&] { // a plain kernel thread, not weft's
+            while (!go.load()) std::this_thread::yield();
+            timeval tv{5, 0};
+            setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            char c;
+            ssize_t r = recv(sv[1], &c, 1, 0);
+            // closed: EOF, or ECONNRESET (it closed with our byte unread)
+            if (r == 0 || (r < 0 && errno == ECONNRESET)) closed = true;
+        });
+        weft_config cfg;
+        weft_config_init(&cfg);
+        cfg.io = "uring";
+        cfg.vprocs = 1;
+        EXPECT_EQ(0, run_cfg(cfg, [&] {
+            const uint64_t parks0 = parks(WEFT_PARK_IO);
+            weft_thread_t t;
+            ASSERT_EQ(0, spawn_on(&t, 0, [&] { // parks on sv[0]: its poll is armed
+                char c;
+                seen.rr = weft_read(sv[0], &c, 1);
+                seen.re = errno;
+                return nullptr;
+            }));
+            ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
+            if (event) {
+                EXPECT_EQ(1, write(sv[1], "x", 1)); // the plain call: not yet delivered
+            }
+            EXPECT_EQ(0, weft_close(sv[0]));
+            go = true;
+            const uint64_t until = weft_now_ns() + 3'000'000'000ull;
+            while (!closed.load() && weft_now_ns() < until) {
+            }
+            seen.while_busy = closed.load();
+            join(t);
+        }));
+        go = true;
+        peer.join();
+        close(sv[1]);
+        return seen;
+    }
+};
 INSTANTIATE_TEST_SUITE_P(Io, UringCloseTest, ::testing::Values("coop", "defer"),
                          [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
 
 TEST_P(UringCloseTest, AClosedSocketReachesThePeerWhileTheVprocComputes) {
-    const bool defer = std::string(GetParam()) == "defer";
-    struct Env {
-        explicit Env(bool on) {
-            if (on) setenv("WEFT_DEFER", "1", 1);
-        }
-        ~Env() { unsetenv("WEFT_DEFER"); }
-    } env(defer);
     if (running_backend("uring") != "uring") GTEST_SKIP() << "io_uring refused by the kernel here";
-    Watchdog dog(30);
-    int sv[2];
-    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) << strerror(errno);
-    std::atomic<bool> eof{false}, closed{false};
-    std::thread peer([&] { // a plain kernel thread, not weft's
-        char c;
-        timeval tv{5, 0};
-        setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        if (recv(sv[1], &c, 1, 0) == 0) eof = true;
-    });
-    bool seen_while_busy = false;
-    ssize_t rr = 0;
-    int re = 0;
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.io = "uring";
-    cfg.vprocs = 1;
-    ASSERT_EQ(0, run_cfg(cfg, [&] {
-        const uint64_t parks0 = parks(WEFT_PARK_IO);
-        weft_thread_t t;
-        ASSERT_EQ(0, spawn_on(&t, 0, [&] { // parks on sv[0]: its poll is armed
-            char c;
-            rr = weft_read(sv[0], &c, 1);
-            re = errno;
-            return nullptr;
-        }));
-        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
-        EXPECT_EQ(0, weft_close(sv[0]));
-        closed = true;
-        // Compute without a weft call for up to 3 s: no switch, no poll.
-        const uint64_t until = weft_now_ns() + 3'000'000'000ull;
-        while (!eof.load() && weft_now_ns() < until) {
-        }
-        seen_while_busy = eof.load();
-        join(t);
-    }));
-    peer.join();
-    close(sv[1]);
-    EXPECT_TRUE(closed.load());
-    EXPECT_TRUE(seen_while_busy) << "the peer saw no EOF while the vproc computed after the close ("
-                                 << GetParam() << " ring)";
-    EXPECT_TRUE(eof.load()) << "the peer saw no EOF at all";
-    EXPECT_EQ(-1, rr);
-    EXPECT_EQ(EBADF, re) << strerror(re);
+    Seen seen = close_while_computing(false);
+    EXPECT_TRUE(seen.while_busy) << "the peer saw no close while the vproc computed (" << GetParam() << " ring)";
+    EXPECT_EQ(-1, seen.rr);
+    EXPECT_EQ(EBADF, seen.re) << strerror(seen.re);
 }
 
-// The same, with an event on its way as the socket closes: the peer writes
-// a byte just before, so the poll's completion work is queued (with
-// DEFER_TASKRUN it waits for the vproc's next ask) and the kernel refuses
-// the removal with EALREADY. The poll then polls on and holds the file —
-// a listener closed by weft-knot's shutdown went on accepting — unless the
-// removal is asked again (remove_now).
 TEST_P(UringCloseTest, AClosedSocketWithAnEventOnItsWayReachesThePeer) {
-    const bool defer = std::string(GetParam()) == "defer";
-    struct Env {
-        explicit Env(bool on) { setenv("WEFT_DEFER", on ? "1" : "0", 1); }
-        ~Env() { unsetenv("WEFT_DEFER"); }
-    } env(defer);
     if (running_backend("uring") != "uring") GTEST_SKIP() << "io_uring refused by the kernel here";
-    Watchdog dog(30);
-    int sv[2];
-    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) << strerror(errno);
-    std::atomic<bool> eof{false}, go{false};
-    std::thread peer([&] { // a plain kernel thread: reads until EOF
-        while (!go.load()) std::this_thread::yield();
-        timeval tv{5, 0};
-        setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        char c;
-        ssize_t r = recv(sv[1], &c, 1, 0);
-        // closed: EOF, or ECONNRESET (it closed with our byte unread)
-        if (r == 0 || (r < 0 && errno == ECONNRESET)) eof = true;
-    });
-    bool seen_while_busy = false;
-    ssize_t rr = 0;
-    int re = 0;
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.io = "uring";
-    cfg.vprocs = 1;
-    ASSERT_EQ(0, run_cfg(cfg, [&] {
-        const uint64_t parks0 = parks(WEFT_PARK_IO);
-        weft_thread_t t;
-        ASSERT_EQ(0, spawn_on(&t, 0, [&] { // parks on sv[0]: its poll is armed
-            char c;
-            rr = weft_read(sv[0], &c, 1);
-            re = errno;
-            return nullptr;
-        }));
-        ASSERT_TRUE(wait_parks(WEFT_PARK_IO, parks0 + 1));
-        ASSERT_EQ(1, write(sv[1], "x", 1)); // the plain call: an event for sv[0]'s poll, not yet delivered
-        EXPECT_EQ(0, weft_close(sv[0]));
-        go = true;
-        const uint64_t until = weft_now_ns() + 3'000'000'000ull; // compute: no weft call
-        while (!eof.load() && weft_now_ns() < until) {
-        }
-        seen_while_busy = eof.load();
-        join(t);
-    }));
-    go = true;
-    peer.join();
-    close(sv[1]);
-    EXPECT_TRUE(seen_while_busy) << "the peer saw no EOF while the vproc computed after the close ("
-                                 << GetParam() << " ring)";
-    EXPECT_EQ(-1, rr); // woken by the close (the byte came too, but the close wins: EBADF)
-    EXPECT_EQ(EBADF, re) << strerror(re);
+    Seen seen = close_while_computing(true);
+    EXPECT_TRUE(seen.while_busy) << "the peer saw no close while the vproc computed (" << GetParam() << " ring)";
+    EXPECT_EQ(-1, seen.rr); // woken by the close: the byte came too, but the close wins
+    EXPECT_EQ(EBADF, seen.re) << strerror(seen.re);
 }
 
 } // namespace
