@@ -6,6 +6,8 @@ Systems (binaries in BUILD/bench):
   epoll       epoll-pipetest   a single-threaded epoll event loop (the baseline)
   nptl        nptl-pipetest    one kernel thread per pipe
   weft-uring  weft-pipetest --io uring   one weft thread per pipe, one vproc
+  weft-uring-coop  the same with WEFT_DEFER=0: rings with COOP_TASKRUN
+              instead of DEFER_TASKRUN (the default; docs/io.md)
   weft-epoll  weft-pipetest --io epoll
   weft-poll   weft-pipetest --io poll
 at pipe counts 8, 16, 32, ... up to what the descriptor limit allows (2 per
@@ -43,9 +45,14 @@ SYSTEMS = [
     ("epoll", "epoll-pipetest", []),
     ("nptl", "nptl-pipetest", []),
     ("weft-uring", "weft-pipetest", ["--io", "uring"]),
+    ("weft-uring-coop", "weft-pipetest", ["--io", "uring"]),
     ("weft-epoll", "weft-pipetest", ["--io", "epoll"]),
     ("weft-poll", "weft-pipetest", ["--io", "poll"]),
 ]
+# A system that is another one run with a setting: its environment, and the
+# system its binary reports (checked, as for the others).
+ENV = {"weft-uring-coop": ["WEFT_DEFER=0"]}
+REPORTS_AS = {"weft-uring-coop": "weft-uring"}
 BASELINE = "epoll"
 GOAL_RATIO = 0.95                     # weft >= 0.95x the epoll loop ...
 GOAL_SYSTEMS = ["weft-uring", "weft-epoll"]  # ... at every pipe count, for these backends
@@ -284,9 +291,11 @@ def main():
 
     run_timeout = min(RUN_TIMEOUT_S, 40) if args.quick else RUN_TIMEOUT_S
     plan = [{"key": (sysid, n), "label": f"{sysid} pipes={n:,} rep {r + 1}",
-             "cmd": ["taskset", "-c", str(cpu), path, "--pipes", str(n), "--tokens", str(tokens),
+             "cmd": (["env"] + ENV[sysid] if sysid in ENV else []) +
+                    ["taskset", "-c", str(cpu), path, "--pipes", str(n), "--tokens", str(tokens),
                      "--timeout", str(run_timeout - 5), "--json"] + extra,
-             "timeout": run_timeout, "share_ok": CPU_SHARE_OK, "check": verified, "system": sysid}
+             "timeout": run_timeout, "share_ok": CPU_SHARE_OK, "check": verified,
+             "system": REPORTS_AS.get(sysid, sysid)}
             for n in counts for r in range(args.reps) for sysid, path, extra in systems]
     t_start = time.monotonic()
     results, out_of_time = run_plan(plan, budget_s=budget)

@@ -281,21 +281,19 @@ private:
 std::unique_ptr<Reactor> make_uring_reactor(Vproc *vp) {
     io_uring ring;
     io_uring_params p{};
-    // COOP_TASKRUN. DEFER_TASKRUN (6.1), with WEFT_DEFER=1, has the kernel
-    // run completion work only when this vproc asks for events, in a batch,
-    // instead of on its way back to user space after every system call
-    // (get_signal -> task_work_run took ~2.5 % of a web server's CPU); it
-    // needs a single submitting thread: the ring starts disabled and the
-    // vproc's thread enables it (attach_thread). It is off by default: with
-    // it, under CPU load, a socket or listener weft had closed sometimes
-    // stayed open — no FIN for the client, a listener still accepting
-    // (docs/io.md: a closed descriptor's poll kept its file; two causes
-    // are fixed — the removal now asks for events and is repeated while
-    // refused — but one server test still fails with it under load).
-    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
-    if (const char *d = getenv("WEFT_DEFER"); d && *d == '1')
-        p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_DEFER_TASKRUN |
-                  IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED;
+    // DEFER_TASKRUN (6.1): the kernel runs completion work only when this
+    // vproc asks for events, in a batch, instead of on its way back to user
+    // space after every system call (COOP_TASKRUN: get_signal ->
+    // task_work_run took ~2.5 % of a web server's CPU). It needs a single
+    // submitting thread: the ring starts disabled and the vproc's thread
+    // enables it (attach_thread). A closed descriptor's poll must then be
+    // removed with an ask for events, and removed again while refused
+    // (remove_now; docs/io.md). WEFT_DEFER=0 asks for COOP_TASKRUN, which
+    // is also what a kernel before 6.1 gets.
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_DEFER_TASKRUN |
+              IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED;
+    if (const char *d = getenv("WEFT_DEFER"); d && *d == '0')
+        p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     // WEFT_URING_CQ: the CQ ring's size (a power of two >= 256); small rings
     // let the tests make the kernel overflow it.
     unsigned cq = kCqEntries;
