@@ -251,6 +251,91 @@ TEST_P(FileTest, ODirectRoundTripsAlignedBuffers) {
     }
 }
 
+// A disk operation goes to the kernel as it is made while the vproc has CPU
+// to spare, and with the turn's batch once the vproc is busy
+// (Vproc::submits_now, 32 after each idle). Seen in io_syscalls: one read
+// after an idle wait is in the kernel before the next thread runs (0 system
+// calls if held for the batch); a burst of 100 readers that never lets the
+// vproc idle makes 32 submissions and one batch for the rest, plus what the
+// periodic polls flush (one per 64 dispatches), not 100.
+TEST_P(FileTest, DiskReadsGoOutAtOnceUntilTheVprocIsBusy) {
+    if (!uring()) GTEST_SKIP() << "completion-based disk I/O is io_uring's; " << backend() << " offloads it";
+    static constexpr int kReaders = 100;
+    TempFile f(size_t(kReaders) * 4096, 26);
+    ASSERT_GE(f.fd(), 0);
+    bool refused = false;
+    uint64_t single = 0, burst = 0;
+    std::atomic<int> parked{0}, ok{0};
+    ASSERT_EQ(0, run([&] {
+        int fd = weft_open(f.path().c_str(), O_RDONLY | O_DIRECT);
+        if (fd < 0 && errno == EINVAL) {
+            refused = true;
+            return;
+        }
+        ASSERT_GE(fd, 0) << strerror(errno);
+        AlignedBuf buf = aligned(size_t(kReaders) * 4096);
+        ASSERT_TRUE(buf);
+        if (weft_pread(fd, buf.get(), 4096, 0) != 4096) { // classifies fd; EINVAL: no O_DIRECT here
+            refused = true;
+            weft_close(fd);
+            return;
+        }
+        struct Ctx {
+            int fd;
+            uint8_t *buf;
+            std::atomic<int> *parked, *ok;
+            weft_stats_t seen;
+        } ctx{fd, buf.get(), &parked, &ok, {}};
+
+        // One read after an idle wait: a thread made ready first sees it out.
+        ASSERT_EQ(0, weft_sleep_ns(1000000));
+        weft_thread_t watcher;
+        ASSERT_EQ(0, weft_thread_create(&watcher, nullptr, [](void *a) -> void * {
+            static_cast<Ctx *>(a)->seen = all_stats();
+            return nullptr;
+        }, &ctx));
+        const weft_stats_t s0 = all_stats();
+        EXPECT_EQ(4096, weft_pread(fd, buf.get(), 4096, 4096));
+        ASSERT_EQ(0, weft_thread_join(watcher, nullptr));
+        single = ctx.seen.io_syscalls - s0.io_syscalls;
+
+        // A burst: every reader made ready before any runs, so no idle wait
+        // comes between their reads; a last thread counts once all are out.
+        ASSERT_EQ(0, weft_sleep_ns(1000000));
+        std::vector<weft_thread_t> ts(kReaders);
+        std::vector<int> idx(kReaders);
+        static Ctx *shared;
+        shared = &ctx;
+        const weft_stats_t b0 = all_stats();
+        for (int i = 0; i < kReaders; ++i) {
+            idx[size_t(i)] = i;
+            ASSERT_EQ(0, weft_thread_create(&ts[size_t(i)], nullptr, [](void *a) -> void * {
+                const int i = *static_cast<int *>(a);
+                Ctx *c = shared;
+                c->parked->fetch_add(1);
+                if (weft_pread(c->fd, c->buf + size_t(i) * 4096, 4096, off_t(i) * 4096) == 4096) c->ok->fetch_add(1);
+                return nullptr;
+            }, &idx[size_t(i)]));
+        }
+        weft_thread_t counter;
+        ASSERT_EQ(0, weft_thread_create(&counter, nullptr, [](void *a) -> void * {
+            Ctx *c = static_cast<Ctx *>(a);
+            while (c->parked->load() < kReaders) weft_yield();
+            c->seen = all_stats();
+            return nullptr;
+        }, &ctx));
+        ASSERT_EQ(0, weft_thread_join(counter, nullptr));
+        burst = ctx.seen.io_syscalls - b0.io_syscalls;
+        for (auto &t : ts) ASSERT_EQ(0, weft_thread_join(t, nullptr));
+        EXPECT_EQ(0, weft_close(fd));
+    }));
+    if (refused) GTEST_SKIP() << "the file system of " << scratch_dir() << " refuses O_DIRECT";
+    EXPECT_GE(single, 1u) << "a read on an idle vproc waited for the batch";
+    EXPECT_EQ(kReaders, ok.load());
+    EXPECT_GE(burst, 32u) << "a busy vproc's first reads waited for the batch";
+    EXPECT_LT(burst, 32u + 16u) << "a busy vproc submitted every read by itself";
+}
+
 // open with O_CREAT and a mode, O_EXCL, ENOENT; fstat; fsync; read/write on
 // a regular file move its position; the plain calls' errors.
 TEST_P(FileTest, OpenFstatFsyncAndPositionsFollowThePlainCalls) {

@@ -123,6 +123,7 @@ void Vproc::poll_local() {
 void Vproc::idle_wait() {
     uint64_t deadline = timers.next_deadline();
     busy_since = 0;
+    submits_now = kSubmitsPerIdle;
     if (stealing) ask_for_work();
     if (smp && rt->cfg.idle_spin_ns && spin_for_work(deadline)) {
         stop_asking();

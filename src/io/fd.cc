@@ -468,6 +468,13 @@ int run_op(Vproc *&vp, IoOp *op, CallDeadline &dl, const void *site) {
     // this vproc can cancel it: the thread stays here until then.
     self->pinned |= kPinnedOp;
     vp->reactor->submit(op);
+    // A vproc with CPU to spare submits at once, so the device has the
+    // operation while the vproc runs its other threads; a busy one leaves it
+    // for the turn's batch (Vproc::submits_now has the why and the figures).
+    if (vp->submits_now) {
+        --vp->submits_now;
+        vp->reactor->flush();
+    }
     vp->io_wait_begin();
     vp->stats.io_parks.add();
     int r = park(vp, WEFT_PARK_IO, site, dl.get(self));

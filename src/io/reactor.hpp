@@ -20,8 +20,11 @@
 //    this the close would not release it).
 //  - submit(op) (only if can_submit()): start a completion-based operation
 //    (a disk read, fsync, splice). Its result reaches io_complete(op, res).
-//    Submissions are queued and go to the kernel in one batch per scheduler
-//    iteration: at the next poll() or wait(), or when the queue is full.
+//    Submissions are queued and go to the kernel at the next flush(),
+//    poll() or wait(), or when the queue is full. run_op flushes each one
+//    at once while the vproc has CPU to spare (Vproc::submits_now); the
+//    TAP policy queues a clock's disk calls and flushes them as one
+//    submission.
 //  - poll(): deliver what has happened without blocking. For io_uring this
 //    reads the completion ring (no system call); for epoll and poll it is a
 //    zero-timeout system call, so the scheduler calls it only every
