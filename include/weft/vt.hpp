@@ -194,6 +194,9 @@ struct IoOp {
     virtual void offload_work() noexcept {}
     // Bytes a transfer has moved so far (what a timeout returns, if any).
     virtual ssize_t done_so_far() const noexcept { return 0; }
+    // A read that returned r >= 0 bytes left the stream's buffer empty (it
+    // got less than it asked for): the next one waits for an event first.
+    virtual bool drained(ssize_t) const noexcept { return false; }
 
     // Runtime state.
     VThread *vt = nullptr;
@@ -226,6 +229,7 @@ struct ReadOp final : detail::IoOp {
     void *buf;
     size_t len;
     ssize_t attempt() noexcept override;
+    bool drained(ssize_t r) const noexcept override { return r > 0 && static_cast<size_t>(r) < len; }
 };
 // All of it, unless an error (then what went, if anything).
 struct WriteOp final : detail::IoOp {
@@ -242,6 +246,9 @@ struct RecvOp final : detail::IoOp {
     size_t len;
     int flags;
     ssize_t attempt() noexcept override;
+    bool drained(ssize_t r) const noexcept override { // (a peek leaves the bytes where they were)
+        return r > 0 && static_cast<size_t>(r) < len && !(flags & MSG_PEEK);
+    }
 };
 struct AcceptOp final : detail::IoOp {
     AcceptOp(int fd, sockaddr *a, socklen_t *l, int f) noexcept : IoOp(fd, 0x001), addr(a), len(l), flags(f) {}

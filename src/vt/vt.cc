@@ -801,6 +801,17 @@ bool io_offload(detail::IoOp *op) {
     return false;
 }
 
+// One try, from the descriptor's event count as it begins. A read that
+// drained a stream marks it not ready, so that the next one waits for an
+// event before it tries (as the wrappers do: io/wrap.hpp, retry_on_fd):
+// a connection reading its next request does not make a recv that finds
+// nothing first.
+void try_once(wd::Vproc *vp, wd::FdState *s, detail::IoOp *op) {
+    op->seq = s->seq.load(std::memory_order_acquire);
+    op->result = op->attempt();
+    if (op->result > 0 && s->drains_on_short() && op->drained(op->result)) wd::mark_unready(vp, s, op->events, op->seq);
+}
+
 // Link op's waiter, trying again while events slip in. true: parked.
 bool io_wait(detail::IoOp *op) {
     while (op->result == detail::IoOp::kOffload) {
@@ -843,8 +854,7 @@ bool io_wait(detail::IoOp *op) {
             op->result = -rc;
             return false;
         }
-        op->seq = s->seq.load(std::memory_order_acquire);
-        op->result = op->attempt();
+        try_once(vp, s, op);
         if (op->result == detail::IoOp::kOffload) return io_wait(op);
         if (op->result != -EAGAIN) return false;
     }
@@ -858,8 +868,7 @@ bool io_retry(detail::IoOp *op) {
     if (op->offloaded) { // the worker's part is done: go on
         op->offloaded = false;
         --vp->io_waiters; // (io_offload's)
-        op->seq = s->seq.load(std::memory_order_acquire);
-        op->result = op->attempt();
+        try_once(vp, s, op);
         if (op->result != -EAGAIN && op->result != detail::IoOp::kOffload) return true;
         return !io_wait(op);
     }
@@ -870,8 +879,7 @@ bool io_retry(detail::IoOp *op) {
         op->result = op->woke == ETIMEDOUT && done ? done : -op->woke;
         return true;
     }
-    op->seq = s->seq.load(std::memory_order_acquire);
-    op->result = op->attempt();
+    try_once(vp, s, op);
     if (op->result != -EAGAIN) return true;
     return !io_wait(op);
 }
@@ -890,8 +898,14 @@ bool IoOp::io_begin(IoOp *op) noexcept {
     }
     wd::ensure_nonblock(vp, s, op->fd);
     op->fdstate = s;
-    op->seq = s->seq.load(std::memory_order_acquire);
-    op->result = op->attempt();
+    if (!s->user_nonblock && !(s->ready.load(std::memory_order_relaxed) & wd::FdState::dir_bit(op->events))) {
+        op->seq = s->seq.load(std::memory_order_acquire); // (before the look at ready, as the wrappers)
+        if (!(s->ready.load(std::memory_order_relaxed) & wd::FdState::dir_bit(op->events))) {
+            op->result = -EAGAIN; // the last read drained it: wait for an event first
+            return false;
+        }
+    }
+    try_once(vp, s, op);
     if (op->result == IoOp::kOffload) return false;
     return op->result != -EAGAIN || s->user_nonblock;
 }
