@@ -898,12 +898,10 @@ bool IoOp::io_begin(IoOp *op) noexcept {
     }
     wd::ensure_nonblock(vp, s, op->fd);
     op->fdstate = s;
+    op->seq = s->seq.load(std::memory_order_acquire); // before the look at ready, as the wrappers
     if (!s->user_nonblock && !(s->ready.load(std::memory_order_relaxed) & wd::FdState::dir_bit(op->events))) {
-        op->seq = s->seq.load(std::memory_order_acquire); // (before the look at ready, as the wrappers)
-        if (!(s->ready.load(std::memory_order_relaxed) & wd::FdState::dir_bit(op->events))) {
-            op->result = -EAGAIN; // the last read drained it: wait for an event first
-            return false;
-        }
+        op->result = -EAGAIN; // the last read drained it: wait for an event first
+        return false;
     }
     try_once(vp, s, op);
     if (op->result == IoOp::kOffload) return false;
