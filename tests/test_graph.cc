@@ -306,12 +306,55 @@ TEST(ResourcePolicy, AdmissionShedsLateWorkOnlyUnderCpuOverload) {
     EXPECT_TRUE(s.admit(10'000'000'000)) << "the CPU has room: everything is admitted";
     s.update({0.95, -1, -1}, 0, g);
     EXPECT_TRUE(s.admit(0));
-    EXPECT_TRUE(s.admit(50'000'000));
-    EXPECT_FALSE(s.admit(50'000'001));
+    EXPECT_TRUE(s.admit(100'000'000)) << "the bound is twice the target (the door holds the wait near it)";
+    EXPECT_FALSE(s.admit(100'000'001));
     s.update({0.85, -1, -1}, 0, g); // the hysteresis: still over-booked
-    EXPECT_FALSE(s.admit(60'000'000));
+    EXPECT_FALSE(s.admit(120'000'000));
     s.update({0.7, -1, -1}, 0, g);
-    EXPECT_TRUE(s.admit(60'000'000));
+    EXPECT_TRUE(s.admit(120'000'000));
+}
+
+// The door (weft_admit_new): PIE's controller on the delay of new work.
+TEST(ResourcePolicy, TheDoorStaysOpenWhileTheCpuHasRoom) {
+    const uint64_t target = 100'000'000;
+    Door d;
+    for (int i = 0; i < 100; ++i) d.update(100 * target, target, false);
+    EXPECT_EQ(d.p(), 0.0);
+    for (int i = 0; i < 1000; ++i) ASSERT_FALSE(d.refuse());
+    // Over-booked for a while, then not: nothing refused, p fades but is kept.
+    for (int i = 0; i < 40; ++i) d.update(target * 6 / 5, target, true);
+    const double p = d.p();
+    ASSERT_GT(p, 0.3);
+    d.update(3 * target, target, false);
+    EXPECT_LT(d.p(), p);
+    EXPECT_GT(d.p(), 0.9 * p);
+    for (int i = 0; i < 1000; ++i) ASSERT_FALSE(d.refuse());
+    d.halve(); // a period in which the vproc slept
+    EXPECT_LT(d.p(), 0.5 * p);
+}
+
+TEST(ResourcePolicy, TheDoorRefusesAShareThatGrowsWithTheDelay) {
+    const uint64_t target = 100'000'000;
+    Door d;
+    d.update(2 * target, target, true);
+    EXPECT_GT(d.p(), 0.0);
+    EXPECT_LT(d.p(), 0.1) << "one bad period must not close the door";
+    Door slow;
+    double last = 0;
+    for (int i = 0; i < 40; ++i) { // 20 % over the target, period after period
+        slow.update(target * 6 / 5, target, true);
+        EXPECT_GT(slow.p(), last) << "period " << i;
+        last = slow.p();
+    }
+    EXPECT_GT(slow.p(), 0.3);
+    EXPECT_LT(slow.p(), 1.0);
+    d = slow;
+    int refused = 0;
+    for (int i = 0; i < 20000; ++i) refused += d.refuse();
+    EXPECT_NEAR(refused / 20000.0, d.p(), 0.03) << "a random share p of arrivals, not all or none";
+    // The delay back under the target: p comes down and the door opens.
+    for (int i = 0; i < 2000 && d.p() > 0; ++i) d.update(target / 4, target, true);
+    EXPECT_EQ(d.p(), 0.0);
 }
 
 // weft_admit end to end: main keeps the vproc busy (the CPU reads
@@ -382,6 +425,74 @@ TEST(ResourcePolicy, WeftAdmitShedsAThreadThatWaitedPastTheTarget) {
     EXPECT_EQ(run_admit_case("resource", 10000), 1);
     EXPECT_EQ(run_admit_case("fifo", 5), 1);
     EXPECT_EQ(weft_admit(), 1) << "outside weft_main";
+}
+
+// weft_admit_new end to end: main keeps the vproc busy and creates a batch
+// of 100 threads every 10 ms, each of which waits its turn behind the others
+// (one a round of the three nodes: up to ~10-30 ms) for its first run. Under a 1 ms target the door's share
+// climbs and most arrivals are refused at the door; under FIFO, or with a
+// target the delay never reaches, none is.
+namespace {
+
+int door_refusals_under_a_backlog(void *) {
+    auto spin = [](uint64_t ns) {
+        uint64_t end = weft_now_ns() + ns;
+        while (weft_now_ns() < end) {
+        }
+    };
+    static std::atomic<bool> stop;
+    stop = false;
+    weft_thread_t companion; // main's yields are picks: the policy reads its resources at picks
+    if (weft_thread_create(&companion, nullptr, [](void *) -> void * {
+            while (!stop.load()) weft_yield();
+            return nullptr;
+        }, nullptr) != 0)
+        return -2;
+    weft_thread_attr_t attr;
+    weft_thread_attr_init(&attr);
+    attr.detached = 1;
+    int refused = 0;
+    for (int batch = 0; batch < 40; ++batch) { // 400 ms
+        for (int i = 0; i < 100; ++i) {
+            weft_thread_t t;
+            if (weft_thread_create(&t, &attr, [](void *) -> void * { return nullptr; }, nullptr) != 0) return -2;
+        }
+        for (int i = 0; i < 100; ++i) {
+            spin(100'000);
+            weft_yield();
+            if (batch >= 30 && i % 5 == 0) refused += weft_admit_new() == 0; // 200 arrivals in the last 100 ms
+        }
+    }
+    stop = true;
+    weft_thread_join(companion, nullptr);
+    weft_stats_t st;
+    weft_stats_get(-1, &st);
+    if (static_cast<uint64_t>(refused) != st.admissions_shed) return -3;
+    return refused;
+}
+
+int run_door_case(const char *policy, int target_ms) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.policy = policy;
+    cfg.admit_target_ms = target_ms;
+    cfg.vprocs = 1; // the door main asks is its own vproc's, where the backlog is
+    return weft_main_config(&cfg, door_refusals_under_a_backlog, nullptr);
+}
+
+} // namespace
+
+TEST(ResourcePolicy, WeftAdmitNewRefusesAtTheDoorUnderABacklog) {
+    // As above, the CPU reading is real: the refusing case gets three tries.
+    int refused = -1;
+    for (int attempt = 0; attempt < 3 && refused < 100; ++attempt) {
+        refused = run_door_case("resource", 1);
+        ASSERT_GE(refused, 0) << "run_door_case failed";
+    }
+    EXPECT_GE(refused, 100) << "of 200 arrivals behind a backlog several times the target, in the best of 3 tries";
+    EXPECT_EQ(run_door_case("resource", 10000), 0);
+    EXPECT_EQ(run_door_case("fifo", 1), 0);
+    EXPECT_EQ(weft_admit_new(), 1) << "outside weft_main";
 }
 
 TEST(ResourcePolicy, ABadAdmissionTargetIsRefused) {

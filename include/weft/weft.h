@@ -437,6 +437,18 @@ int weft_get_workers(int *running);
  * weft_main: 1. */
 int weft_admit(void);
 
+/* Admission control at the door, for an acceptor: asked after accepting a
+ * connection and before creating a thread for it. 1: create it; 0: refuse
+ * the connection now (e.g. reset it) — no thread, no program code, the
+ * cheapest refusal there is. Under the resource-aware policy, while the CPU
+ * is over-booked, it refuses a random share of arrivals; the share follows
+ * how far the wait of new threads for their first run is over
+ * admit_target_ms (PIE's controller, docs/scheduling.md), so the door takes
+ * over the refusals weft_admit would make later, at the price of a thread
+ * each. Other policies always answer 1. Outside weft_main: 1. Counted in
+ * admissions_shed with weft_admit. */
+int weft_admit_new(void);
+
 /* ------------------------------------------------------------------ */
 /* Introspection                                                       */
 /* ------------------------------------------------------------------ */
@@ -486,7 +498,7 @@ typedef struct weft_stats {
     uint64_t stack_spare_hits; /* ... of which reused the thread's spare chunk (no allocation) */
     uint64_t stack_chunks;     /* chunks carved or mapped from fresh memory */
     uint64_t stack_chunks_given_back; /* chunks whose memory went back above the high-water mark */
-    uint64_t admissions_shed;  /* weft_admit calls answered 0 (shed the work) */
+    uint64_t admissions_shed;  /* weft_admit and weft_admit_new calls answered 0 */
     uint64_t steals;           /* idle spells that ended with threads given by a busy vproc */
     uint64_t steals_failed;    /* idle spells that asked for threads and got none */
     uint64_t migrations_in;    /* threads that moved here from another vproc */

@@ -128,20 +128,25 @@ struct Accepted {
 void refuse(int fd) { weft::srv::refuse(accept_site, fd); }
 int accept_one(int lfd, Accepted *a) { return weft::srv::accept_one(accept_site, lfd, &a->peer); }
 
+// Past capacity the runtime may say to shed a connection rather than serve
+// it late (weft_admit_new at the door, weft_admit in its thread;
+// docs/scheduling.md): reset it, so that the client's whole session ends
+// here. (A 503 would let the session go on over a new connection, straight
+// back into the queue: measured, that retry storm cut 2xx replies to a
+// fifth.)
+void shed(int fd) {
+    struct linger reset = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    weft_close(fd);
+    server.counters.shed.fetch_add(1, std::memory_order_relaxed);
+}
+
 void *connection_thread(void *arg) {
     Accepted *a = static_cast<Accepted *>(arg);
     Accepted mine = *a;
     delete a;
-    // Past capacity the runtime may say to shed this connection rather than
-    // serve it late (weft_admit, docs/scheduling.md): reset it, so that the
-    // client's whole session ends here. (A 503 would let the session go on
-    // over a new connection, straight back into the queue: measured, that
-    // retry storm cut 2xx replies to a fifth.)
     if (!weft_admit()) {
-        struct linger reset = {1, 0};
-        setsockopt(mine.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-        weft_close(mine.fd);
-        server.counters.shed.fetch_add(1, std::memory_order_relaxed);
+        shed(mine.fd);
         return nullptr;
     }
     serve_connection(server, mine.fd, mine.peer);
@@ -161,6 +166,10 @@ void *acceptor(void *arg) {
         if (fd < 0) break;
         if (server.counters.open_conns.load(std::memory_order_relaxed) >= server.opt.max_conns) {
             refuse(fd);
+            continue;
+        }
+        if (!weft_admit_new()) { // the door: a share of arrivals under overload
+            shed(fd);
             continue;
         }
         a.fd = fd;

@@ -374,6 +374,14 @@ int weft_admit(void) {
     return 0;
 }
 
+int weft_admit_new(void) {
+    Vproc *vp = tls_vproc;
+    if (!vp || vp->fifo || !vp->pol->admit_new) return 1;
+    if (vp->pol->admit_new(vp->pol_state)) return 1;
+    vp->stats.shed.add();
+    return 0;
+}
+
 } // extern "C"
 
 namespace {

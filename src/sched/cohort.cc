@@ -133,7 +133,7 @@ size_t cohort_give(void *st, Tcb *keep, Tcb **out, size_t max) { return give_by_
 } // namespace
 
 const PolicyOps kCohortPolicy = {
-    "cohort", cohort_create, cohort_destroy, cohort_enqueue, cohort_pick, cohort_ready, nullptr, nullptr, cohort_give,
+    "cohort", cohort_create, cohort_destroy, cohort_enqueue, cohort_pick, cohort_ready, nullptr, nullptr, cohort_give, nullptr,
 };
 
 } // namespace weft::detail

@@ -17,7 +17,7 @@ size_t fifo_give(void *s, Tcb *keep, Tcb **out, size_t max) { return static_cast
 } // namespace
 
 const PolicyOps kFifoPolicy = {
-    "fifo", fifo_create, fifo_destroy, fifo_enqueue, fifo_pick, fifo_ready, nullptr, nullptr, fifo_give,
+    "fifo", fifo_create, fifo_destroy, fifo_enqueue, fifo_pick, fifo_ready, nullptr, nullptr, fifo_give, nullptr,
 };
 
 } // namespace weft::detail

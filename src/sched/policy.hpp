@@ -19,6 +19,10 @@
 //                                     new work (weft_admit: a connection it was
 //                                     created for); false: shed it instead
 //                                     (admission control)
+//   admit_new(state)                  the running thread is about to create a
+//                                     thread for new work (weft_admit_new: an
+//                                     acceptor); false: refuse it at the door,
+//                                     before a thread exists
 //   give(state, keep, out, max)       work stealing: remove up to max ready
 //                                     threads for another vproc to run and
 //                                     store them in out; return how many. Never
@@ -53,6 +57,7 @@ struct PolicyOps {
     void (*on_park)(void *state, Tcb *t, int reason, const void *site);
     bool (*admit)(void *state, Tcb *t);
     size_t (*give)(void *state, Tcb *keep, Tcb **out, size_t max);
+    bool (*admit_new)(void *state);
 };
 
 // give() for any policy: picks up to max threads, and enqueues back those

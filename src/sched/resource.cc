@@ -104,6 +104,37 @@ Tcb *ResourceScheduler::pick() {
     return t;
 }
 
+// --- the door ---
+
+void Door::update(uint64_t delay_ns, uint64_t target_ns, bool cpu_over) {
+    target_ = target_ns ? target_ns : 1;
+    over_ = cpu_over;
+    if (!cpu_over) { // the door is open; p fades (PIE's decay) but is not forgotten at once
+        p_ *= 0.98;
+        if (p_ < 1e-6) p_ = 0;
+        last_delay_ = delay_ns;
+        return;
+    }
+    const double t = static_cast<double>(target_);
+    double step = kAlpha * (static_cast<double>(delay_ns) - t) / t +
+                  kBeta * (static_cast<double>(delay_ns) - static_cast<double>(last_delay_)) / t;
+    if (p_ < 0.001) step /= 32;
+    else if (p_ < 0.01) step /= 8;
+    else if (p_ < 0.1) step /= 2;
+    p_ += step;
+    if (p_ < 0) p_ = 0;
+    if (p_ > 1) p_ = 1;
+    last_delay_ = delay_ns;
+}
+
+bool Door::refuse() {
+    if (!over_ || p_ <= 0) return false;
+    rng_ ^= rng_ << 13; // xorshift64
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    return static_cast<double>(rng_ >> 11) * 0x1.0p-53 < p_;
+}
+
 void ResourceScheduler::set_utilization(const double (&util)[kRCount]) {
     for (int r = 0; r < kRCount; ++r) {
         util_[r] = util[r];
@@ -158,6 +189,8 @@ namespace {
 // and costs four small reads per period.
 constexpr uint64_t kPeriodNs = 10'000'000;
 constexpr uint32_t kPicksBetweenClockReads = 64;
+constexpr double kCpuWeight = 0.25; // of a period's CPU reading in the average
+constexpr uint64_t kAdmittedSlack = 3; // the door's delay: a third of the longest wait of any thread
 // Major page faults per second taken as the sign of thrashing (Capriccio
 // §4.2.2), averaged over kFaultWindowNs so that the few re-reads after one
 // eviction do not flip the verdict every period. At its onset the memory in
@@ -267,6 +300,10 @@ struct ResourceState {
     int64_t fds_base = 0;   // descriptors open when the runtime started
     uint64_t fds_limit = 0;
     double util[kRCount] = {-1, -1, -1};
+    Door door;
+    uint64_t new_wait_max = 0; // ticks: the longest first-run wait picked this period
+    uint64_t all_wait_max = 0; // ticks: the longest wait of any thread picked this period
+    uint64_t last_idles = 0;   // the vproc's idle sleeps at the last period
 
     double ns_per_tick = 0; // the TSC's rate (set at the first period, before anything is over-booked)
     uint64_t ns(uint64_t ticks) const { return static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick); }
@@ -322,8 +359,14 @@ struct ResourceState {
         // CPU demand, not use: time on the CPU plus time waiting for it in
         // the kernel's run queue. A vproc held back by a quota or by other
         // processes uses little CPU while it is overloaded.
+        // Averaged over periods (weight 1/4): schedstat moves at the kernel's
+        // ticks, so one 10 ms period of a saturated vproc reads 0.78 and the
+        // next 1.17, and the over-booked flag flipped with it.
         uint64_t cpu = cpu_demand_ns();
-        util[kRCpu] = last_cpu_ns ? static_cast<double>(cpu - last_cpu_ns) / dt : -1;
+        if (last_cpu_ns) {
+            double now_util = static_cast<double>(cpu - last_cpu_ns) / dt;
+            util[kRCpu] = util[kRCpu] < 0 ? now_util : util[kRCpu] + (now_util - util[kRCpu]) * kCpuWeight;
+        }
         last_cpu_ns = cpu;
         rusage ru;
         getrusage(RUSAGE_SELF, &ru);
@@ -372,6 +415,21 @@ struct ResourceState {
         measure(now);
         if (!ns_per_tick) ns_per_tick = 1.0 / graph_ticks_per_ns(vp->rt);
         sched.update(util, vp->graph ? vp->graph->node_count() : 0, [this](uint32_t n) { return forecast(n); });
+        uint64_t delay = new_wait_max;
+        if (const Tcb *oldest = sched.oldest_new()) {
+            uint64_t age = graph_ticks() - oldest->policy_word;
+            if (age > delay) delay = age;
+        }
+        // Admitted work waits too: a request on a kept-alive connection
+        // may wait up to kAdmittedSlack targets before the door counts it.
+        if (all_wait_max / kAdmittedSlack > delay) delay = all_wait_max / kAdmittedSlack;
+        new_wait_max = all_wait_max = 0;
+        door.update(ns(delay), sched.params().admit_target_ns, sched.over(kRCpu));
+        // The vproc slept in the period: the CPU had room after all, and
+        // the door refused more than the load needed.
+        auto idles = static_cast<uint64_t>(vp->stats.idle_sleeps.get());
+        if (idles != last_idles) door.halve();
+        last_idles = idles;
     }
 };
 
@@ -384,12 +442,8 @@ void resource_destroy(void *s) { delete static_cast<ResourceState *>(s); }
 void resource_enqueue(void *s, Tcb *t) {
     KeepFpStatus keep; // in the enqueuing thread's context
     auto *st = static_cast<ResourceState *>(s);
-    if (t->graph) {
-        st->sched.enqueue(t, t->graph->at);
-    } else {
-        t->policy_word = graph_ticks();
-        st->sched.enqueue(t, ResourceScheduler::kNewWork);
-    }
+    t->policy_word = graph_ticks();
+    st->sched.enqueue(t, t->graph ? t->graph->at : ResourceScheduler::kNewWork);
 }
 
 Tcb *resource_pick(void *s) {
@@ -397,7 +451,11 @@ Tcb *resource_pick(void *s) {
     auto *st = static_cast<ResourceState *>(s);
     st->maybe_update();
     Tcb *t = st->sched.pick();
-    if (t && !t->graph) t->policy_word = graph_ticks() - t->policy_word;
+    if (t) {
+        t->policy_word = graph_ticks() - t->policy_word;
+        if (!t->graph && t->policy_word > st->new_wait_max) st->new_wait_max = t->policy_word;
+        if (t->policy_word > st->all_wait_max) st->all_wait_max = t->policy_word;
+    }
     return t;
 }
 
@@ -409,6 +467,9 @@ bool resource_admit(void *s, Tcb *t) {
     return st->sched.admit(st->ns(t->policy_word));
 }
 
+// Before a thread exists for new work: the door's draw (Door, resource.hpp).
+bool resource_admit_new(void *s) { return !static_cast<ResourceState *>(s)->door.refuse(); }
+
 // A thread given away keeps none of its waiting time here: the new vproc
 // stamps it again when it queues it.
 size_t resource_give(void *s, Tcb *keep, Tcb **out, size_t max) {
@@ -418,6 +479,7 @@ size_t resource_give(void *s, Tcb *keep, Tcb **out, size_t max) {
 } // namespace
 
 const PolicyOps kResourcePolicy = {"resource",     resource_create, resource_destroy, resource_enqueue, resource_pick,
-                                   resource_ready, nullptr,         resource_admit,   resource_give};
+                                   resource_ready, nullptr,         resource_admit,   resource_give,
+                                   resource_admit_new};
 
 } // namespace weft::detail

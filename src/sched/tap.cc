@@ -422,7 +422,7 @@ size_t tap_ready(void *p) {
 
 // No give: a thread's pending call sits in this vproc's calendars, and its
 // appointments are this vproc's clock (docs/stealing.md).
-const PolicyOps kTapPolicy = {"tap", tap_create, tap_destroy, tap_enqueue, tap_pick, tap_ready, nullptr, nullptr, nullptr};
+const PolicyOps kTapPolicy = {"tap", tap_create, tap_destroy, tap_enqueue, tap_pick, tap_ready, nullptr, nullptr, nullptr, nullptr};
 
 // ---- the wrappers' side --------------------------------------------------------------
 
