@@ -202,6 +202,23 @@ TEST(ResourcePolicy, ThreadsOfOneNodeRunFirstInFirstOut) {
     EXPECT_EQ(s.ready(), 0u);
 }
 
+TEST(ResourcePolicy, TheOldestNewThreadIsTheHeadOfTheNewWorkQueue) {
+    ResourceScheduler s;
+    EXPECT_EQ(s.oldest_new(), nullptr);
+    Tcb parked{}, fresh[2]{};
+    s.enqueue(&parked, 3); // a thread back from a park is not new work
+    EXPECT_EQ(s.oldest_new(), nullptr);
+    s.enqueue(&fresh[0], ResourceScheduler::kNewWork);
+    s.enqueue(&fresh[1], ResourceScheduler::kNewWork);
+    EXPECT_EQ(s.oldest_new(), &fresh[0]);
+    while (Tcb *t = s.pick())
+        if (t == &fresh[0]) break;
+    EXPECT_EQ(s.oldest_new(), &fresh[1]);
+    while (s.pick()) {
+    }
+    EXPECT_EQ(s.oldest_new(), nullptr);
+}
+
 TEST(ResourcePolicy, NodesShareTheVprocInProportionToTheirTickets) {
     ResourceScheduler s;
     // Node 1 releases memory, node 2 does neither; memory over-booked:
