@@ -374,6 +374,55 @@ TEST(ResourcePolicy, TheDoorRefusesAShareThatGrowsWithTheDelay) {
     EXPECT_EQ(d.p(), 0.0);
 }
 
+// For the end-to-end admission tests: main keeps its vproc busy.
+namespace {
+
+void spin(uint64_t ns) {
+    uint64_t end = weft_now_ns() + ns;
+    while (weft_now_ns() < end) {
+    }
+}
+
+// A companion that yields back at once, so that main's yields are picks
+// (the policy reads its resources every 64 picks, at most every 10 ms).
+// Stopped and joined when it goes out of scope.
+class YieldingCompanion {
+public:
+    YieldingCompanion() {
+        stop_ = false;
+        ok_ = weft_thread_create(&t_, nullptr, run, nullptr) == 0;
+    }
+    ~YieldingCompanion() {
+        if (!ok_) return;
+        stop_ = true;
+        weft_thread_join(t_, nullptr);
+    }
+    YieldingCompanion(const YieldingCompanion &) = delete;
+    YieldingCompanion &operator=(const YieldingCompanion &) = delete;
+    bool ok() const { return ok_; }
+
+private:
+    static void *run(void *) {
+        while (!stop_.load()) weft_yield();
+        return nullptr;
+    }
+    static inline std::atomic<bool> stop_;
+    weft_thread_t t_{};
+    bool ok_ = false;
+};
+
+// fn as weft_main under `policy` with that admission target (vprocs 0: the default).
+int run_under(const char *policy, int target_ms, int vprocs, int (*fn)(void *)) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.policy = policy;
+    cfg.admit_target_ms = target_ms;
+    if (vprocs) cfg.vprocs = vprocs;
+    return weft_main_config(&cfg, fn, nullptr);
+}
+
+} // namespace
+
 // weft_admit end to end: main keeps the vproc busy (the CPU reads
 // over-booked: demand is time on the CPU plus time waiting for it), so a
 // thread created meanwhile waits past a 5 ms target and is told to shed;
@@ -381,37 +430,24 @@ TEST(ResourcePolicy, TheDoorRefusesAShareThatGrowsWithTheDelay) {
 namespace {
 
 int admit_after_a_busy_spell(void *) {
-    auto spin = [](uint64_t ns) {
-        uint64_t end = weft_now_ns() + ns;
-        while (weft_now_ns() < end) {
-        }
-    };
-    // A companion that yields back at once, so that main's yields are picks
-    // (the policy reads its resources every 64 picks, at most every 10 ms).
-    static std::atomic<bool> stop;
-    stop = false;
-    weft_thread_t companion;
-    if (weft_thread_create(&companion, nullptr, [](void *) -> void * {
-            while (!stop.load()) weft_yield();
-            return nullptr;
-        }, nullptr) != 0)
-        return -2;
-    for (int i = 0; i < 400; ++i) { // 80 ms busy
-        spin(200'000);
-        weft_yield();
-    }
     static int verdict;
     verdict = -1;
-    weft_thread_t t;
-    if (weft_thread_create(&t, nullptr, [](void *) -> void * {
-            verdict = weft_admit();
-            return nullptr;
-        }, nullptr) != 0)
-        return -2;
-    spin(30'000'000); // the new thread waits 30 ms for its first run
-    weft_thread_join(t, nullptr);
-    stop = true;
-    weft_thread_join(companion, nullptr);
+    {
+        YieldingCompanion companion;
+        if (!companion.ok()) return -2;
+        for (int i = 0; i < 400; ++i) { // 80 ms busy
+            spin(200'000);
+            weft_yield();
+        }
+        weft_thread_t t;
+        if (weft_thread_create(&t, nullptr, [](void *) -> void * {
+                verdict = weft_admit();
+                return nullptr;
+            }, nullptr) != 0)
+            return -2;
+        spin(30'000'000); // the new thread waits 30 ms for its first run
+        weft_thread_join(t, nullptr);
+    }
     weft_stats_t st;
     weft_stats_get(-1, &st);
     if (static_cast<uint64_t>(verdict == 0) != st.admissions_shed) return -3;
@@ -419,11 +455,7 @@ int admit_after_a_busy_spell(void *) {
 }
 
 int run_admit_case(const char *policy, int target_ms) {
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.policy = policy;
-    cfg.admit_target_ms = target_ms;
-    return weft_main_config(&cfg, admit_after_a_busy_spell, nullptr);
+    return run_under(policy, target_ms, 0, admit_after_a_busy_spell);
 }
 
 } // namespace
@@ -446,42 +478,31 @@ TEST(ResourcePolicy, WeftAdmitShedsAThreadThatWaitedPastTheTarget) {
 
 // weft_admit_new end to end: main keeps the vproc busy and creates a batch
 // of 100 threads every 10 ms, each of which waits its turn behind the others
-// (one a round of the three nodes: up to ~10-30 ms) for its first run. Under a 1 ms target the door's share
-// climbs and most arrivals are refused at the door; under FIFO, or with a
-// target the delay never reaches, none is.
+// (one a round of the three nodes: up to ~10-30 ms) for its first run.
+// Under a 1 ms target the door's share climbs and most arrivals are refused
+// at the door; under FIFO, or with a target the delay never reaches, none is.
 namespace {
 
 int door_refusals_under_a_backlog(void *) {
-    auto spin = [](uint64_t ns) {
-        uint64_t end = weft_now_ns() + ns;
-        while (weft_now_ns() < end) {
-        }
-    };
-    static std::atomic<bool> stop;
-    stop = false;
-    weft_thread_t companion; // main's yields are picks: the policy reads its resources at picks
-    if (weft_thread_create(&companion, nullptr, [](void *) -> void * {
-            while (!stop.load()) weft_yield();
-            return nullptr;
-        }, nullptr) != 0)
-        return -2;
     weft_thread_attr_t attr;
     weft_thread_attr_init(&attr);
     attr.detached = 1;
     int refused = 0;
-    for (int batch = 0; batch < 40; ++batch) { // 400 ms
-        for (int i = 0; i < 100; ++i) {
-            weft_thread_t t;
-            if (weft_thread_create(&t, &attr, [](void *) -> void * { return nullptr; }, nullptr) != 0) return -2;
-        }
-        for (int i = 0; i < 100; ++i) {
-            spin(100'000);
-            weft_yield();
-            if (batch >= 30 && i % 5 == 0) refused += weft_admit_new() == 0; // 200 arrivals in the last 100 ms
+    {
+        YieldingCompanion companion;
+        if (!companion.ok()) return -2;
+        for (int batch = 0; batch < 40; ++batch) { // 400 ms
+            for (int i = 0; i < 100; ++i) {
+                weft_thread_t t;
+                if (weft_thread_create(&t, &attr, [](void *) -> void * { return nullptr; }, nullptr) != 0) return -2;
+            }
+            for (int i = 0; i < 100; ++i) {
+                spin(100'000);
+                weft_yield();
+                if (batch >= 30 && i % 5 == 0) refused += weft_admit_new() == 0; // 200 arrivals in the last 100 ms
+            }
         }
     }
-    stop = true;
-    weft_thread_join(companion, nullptr);
     weft_stats_t st;
     weft_stats_get(-1, &st);
     if (static_cast<uint64_t>(refused) != st.admissions_shed) return -3;
@@ -489,12 +510,8 @@ int door_refusals_under_a_backlog(void *) {
 }
 
 int run_door_case(const char *policy, int target_ms) {
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.policy = policy;
-    cfg.admit_target_ms = target_ms;
-    cfg.vprocs = 1; // the door main asks is its own vproc's, where the backlog is
-    return weft_main_config(&cfg, door_refusals_under_a_backlog, nullptr);
+    // One vproc: the door main asks is its own vproc's, where the backlog is.
+    return run_under(policy, target_ms, 1, door_refusals_under_a_backlog);
 }
 
 } // namespace

@@ -442,8 +442,9 @@ int weft_admit(void);
  * the connection now (e.g. reset it) — no thread, no program code, the
  * cheapest refusal there is. Under the resource-aware policy, while the CPU
  * is over-booked, it refuses a random share of arrivals; the share follows
- * how far the wait of new threads for their first run is over
- * admit_target_ms (PIE's controller, docs/scheduling.md), so the door takes
+ * how far work runs late past admit_target_ms — new threads' wait for their
+ * first run, or a third of any thread's wait (PIE's controller,
+ * docs/scheduling.md) — so the door takes
  * over the refusals weft_admit would make later, at the price of a thread
  * each. Other policies always answer 1. Outside weft_main: 1. Counted in
  * admissions_shed with weft_admit. */

@@ -90,12 +90,12 @@ struct ResourceParams {
 
 // The door (weft_admit_new): whether to refuse new work before a thread
 // exists for it. A random early refusal with probability p, p steered by
-// PIE's controller (RFC 8033) on the delay new work meets before its first
-// run: every period p moves by alpha times that delay's excess over the
+// PIE's controller (RFC 8033) on how late work runs (update(), below):
+// every period p moves by alpha times that delay's excess over the
 // target and beta times its change since the last period (both in units of
 // the target), in small steps while p is small (PIE's auto-tuning, so one
-// bad period does not close the door). The door refuses nothing while the CPU is not
-// over-booked; p then fades by 2 % a period (PIE's decay) rather than
+// bad period does not close the door). The door refuses nothing while the
+// CPU is not over-booked; p then fades by 2 % a period (PIE's decay) rather than
 // dropping to 0, because a CPU near the hysteresis' lower bound flips in and
 // out of over-booking, and a door that forgot p at each flip would open
 // wide every time. A period in which the vproc slept halves p: the CPU
@@ -168,9 +168,8 @@ public:
         return !over_[kRCpu] || waited_ns <= kShedFactor * p_.admit_target_ns;
     }
     // The oldest thread waiting for its first run (its policy_word is the
-    // stamp of its enqueue), or nullptr. weft_admit_new's verdict is
-    // admit(how long it has waited so far): new work taken on now would
-    // queue behind it and wait at least as long from here.
+    // stamp of its enqueue), or nullptr: its age is part of the delay the
+    // door (Door) is steered by.
     Tcb *oldest_new() const { return queues_.empty() ? nullptr : queues_[kNewWork].head; }
     uint32_t tickets(uint32_t node) const { return node < queues_.size() ? queues_[node].tickets : p_.base; }
     const ResourceParams &params() const { return p_; }
