@@ -181,7 +181,7 @@ void Vproc::stop_asking() {
 // threads it may not give (they have run, or are pinned) backs off, so a
 // vproc that can give nothing does not pay for looking at every dispatch.
 void Vproc::share_work() {
-    size_t ready = fifo ? static_cast<const FifoQueue *>(pol_state)->count : pol->ready(pol_state);
+    size_t ready = fifo ? runq.count : pol->ready(pol_state);
     if (ready == 0) {
         busy_since = 0;
         return;
@@ -194,7 +194,7 @@ void Vproc::share_work() {
     if (now - busy_since < rt->cfg.steal_after_ns || now < give_not_before) return;
     Tcb *ts[kGiveMax];
     size_t want = std::min((ready + 1) / 2, kGiveMax);
-    size_t n = fifo ? static_cast<FifoQueue *>(pol_state)->give(current, ts, want)
+    size_t n = fifo ? runq.give(current, ts, want)
                     : pol->give(pol_state, current, ts, want);
     if (n == 0) {
         give_backoff = give_backoff ? std::min(2 * give_backoff, kGiveBackoffMaxNs) : rt->cfg.steal_after_ns;

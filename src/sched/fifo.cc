@@ -1,14 +1,17 @@
 // The FIFO policy's table (the queue itself is in fifo.hpp).
 #include "sched/fifo.hpp"
 
+#include "core/vproc.hpp"
 #include "sched/policy.hpp"
 
 namespace weft::detail {
 
 namespace {
 
-void *fifo_create(Vproc *) { return new FifoQueue; }
-void fifo_destroy(void *s) { delete static_cast<FifoQueue *>(s); }
+// The queue is the vproc's own (Vproc::runq, beside the other fields a
+// switch reads): nothing to allocate or free.
+void *fifo_create(Vproc *vp) { return &vp->runq; }
+void fifo_destroy(void *) {}
 void fifo_enqueue(void *s, Tcb *t) { static_cast<FifoQueue *>(s)->push(t); }
 Tcb *fifo_pick(void *s) { return static_cast<FifoQueue *>(s)->pop(); }
 size_t fifo_ready(void *s) { return static_cast<FifoQueue *>(s)->count; }

@@ -6,8 +6,9 @@ namespace {
 
 // Inlined into both public entry points: no extra frame, and the deadline
 // tests fold away for weft_cond_wait.
-[[gnu::always_inline]] inline int cond_wait(weft_cond_t *pc, weft_mutex_t *pm, uint64_t deadline,
-                                            const void *site) {
+template <bool kNested>
+[[gnu::always_inline]] inline int cond_wait_as(weft_cond_t *pc, weft_mutex_t *pm, uint64_t deadline,
+                                               const void *site) {
     if (!pc || !pm) return EINVAL;
     Vproc *vp = tls_vproc;
     if (!vp) return EPERM; // outside weft_main nobody holds m in a way we could wait with
@@ -25,8 +26,8 @@ namespace {
     // nobody to wake: inline, from the word read above (on one vproc nothing
     // else has run since; with several, the CAS fails if it has changed);
     // else the full unlock.
-    uint32_t depth = m->depth;
-    if (depth || MutexImpl::must_wake(owner) || !release_word(m, owner, smp)) {
+    uint32_t depth = kNested ? m->depth : 0;
+    if (kNested || MutexImpl::must_wake(owner) || !release_word(m, owner, smp)) {
         m->depth = 0;
         mutex_unlock(pm);
     }
@@ -36,8 +37,19 @@ namespace {
     }
     if (!mutex_take_fast(m, vp))
         if (int lr = mutex_lock_until(pm, 0, site)) return lr;
-    if (depth) m->depth = depth;
+    if (kNested) m->depth = depth;
     return r;
+}
+
+[[gnu::noinline, gnu::cold]] int cond_wait_nested(weft_cond_t *pc, weft_mutex_t *pm, uint64_t deadline,
+                                                  const void *site) {
+    return cond_wait_as<true>(pc, pm, deadline, site);
+}
+
+[[gnu::always_inline]] inline int cond_wait(weft_cond_t *pc, weft_mutex_t *pm, uint64_t deadline,
+                                            const void *site) {
+    if (pc && pm && __builtin_expect(impl(pm)->depth != 0, 0)) return cond_wait_nested(pc, pm, deadline, site);
+    return cond_wait_as<false>(pc, pm, deadline, site);
 }
 
 } // namespace
