@@ -89,6 +89,12 @@ struct Tcb {
     bool io_counted = false;     // counted in its vproc's io_waiters (Vproc::io_wait_begin/end)
     uint8_t migrated = 0;        // in transit to a new vproc (kMoving..., set by the giver, cleared on arrival)
     bool stack_guarded = false;  // stack.guarded, here for check_stack at every switch-out (set with stack)
+    // What makes a switch from or to this thread take the slow path, in one
+    // byte for the switch to test with the other thread's: kCareUnguarded
+    // (!stack_guarded: check_stack has a canary to read), kCareLinked
+    // (chunk != nullptr: the split-stack guard moves), kCareEh (eh_saved).
+    uint8_t switch_care = 0;
+    static constexpr uint8_t kCareUnguarded = 1, kCareLinked = 2, kCareEh = 4;
     int saved_errno;             // errno of this thread while switched out (set at switch-out)
     int wake_result;             // set by the waker: 0, ETIMEDOUT, ...
     uint64_t io_timeout = 0;     // I/O limit per blocking call, ns (0: none)

@@ -216,6 +216,7 @@ int create_thread(Vproc *vp, weft_thread_t *out, const weft_thread_attr_t *attr,
     t->stack = st;
     t->stack_guarded = st.guarded;
     t->chunk = chunk;
+    t->switch_care = static_cast<uint8_t>((st.guarded ? 0 : Tcb::kCareUnguarded) | (chunk ? Tcb::kCareLinked : 0));
     set_name(t, attr ? attr->name : nullptr);
     context_init(&t->ctx, t, thread_start, t);
     t->tsan.make();

@@ -48,6 +48,12 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
     if (stealing) poll_countdown = poll_reload = kShareInterval;
 }
 
+void Vproc::switch_careful(Tcb *cur, Tcb *next) {
+    check_stack(cur);
+    if (next->eh_saved) switch_eh(cur, next);
+    if (cur->chunk || next->chunk) switch_linked(cur, next);
+}
+
 // (Yields do not come here: they are blocking points for the graph, not
 // parks for the policy; see yield_as in core/thread.cc.)
 void park_hooks_enter(Vproc *vp, Tcb *self, int reason, const void *site, void *fp) {

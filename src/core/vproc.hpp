@@ -335,11 +335,22 @@ private:
         cur->saved_eh[0] = eh_globals[0];
         cur->saved_eh[1] = eh_globals[1];
         cur->eh_saved = (cur->saved_eh[0] | cur->saved_eh[1]) != 0;
+        if (cur->eh_saved) cur->switch_care |= Tcb::kCareEh;
         eh_globals[0] = next->saved_eh[0];
         eh_globals[1] = next->saved_eh[1];
         next->saved_eh[0] = next->saved_eh[1] = 0;
         next->eh_saved = false;
+        next->switch_care &= static_cast<uint8_t>(~Tcb::kCareEh);
     }
+    // A switch where either side has a bit of Tcb::switch_care set: the
+    // stack check of an unguarded thread going out, next's exception state,
+    // and for linked stacks the split-stack guard word, which follows the
+    // running thread (its current chunk's; 0, where checks never fire, for
+    // everyone else). Out of line: the usual switch tests one byte of each.
+    // No split-stack check of its own: it moves the guard word, and must not
+    // itself run on a chunk that __morestack would unlink on its return
+    // (its frame is a few registers, inside the reserve below the guard).
+    __attribute__((no_split_stack)) void switch_careful(Tcb *cur, Tcb *next); // (vproc.cc)
     [[noreturn]] void report_deadlock();
     void idle_wait();
     void share_work();            // give ready threads to an idle vproc, if it is time to
@@ -385,7 +396,6 @@ inline void Vproc::check_stack(Tcb *t) {
 #endif
 
 inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
-    check_stack(cur);
     // A frame larger than the red page can skip it and land on the TCB of
     // the thread whose stack lies below: catch that before running it.
     if (__builtin_expect(next->magic != kTcbMagic, 0)) overwritten(next);
@@ -396,14 +406,15 @@ inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
     // belong to the weft thread. Itanium ABI: {caughtExceptions, uncaughtExceptions}.
     // Invariant: a running thread's saved_eh is zero (eh_saved false), so when
     // neither side has an exception in flight (almost always) there is nothing
-    // to store, and the test is two loads of ours and one byte of next's.
-    if (__builtin_expect((eh_globals[0] | eh_globals[1]) != 0 || next->eh_saved, 0)) switch_eh(cur, next);
+    // to store. Ours are tested here; next's (eh_saved) with the rest of what
+    // makes a switch careful, in one byte of each side (Tcb::switch_care):
+    // an unguarded stack to check, a linked stack's guard word to move, an
+    // exception to restore. (switch_eh first: it may set cur's kCareEh and
+    // clears next's, so switch_careful finds nothing left to restore.)
+    if (__builtin_expect((eh_globals[0] | eh_globals[1]) != 0, 0)) switch_eh(cur, next);
+    if (__builtin_expect((cur->switch_care | next->switch_care) != 0, 0)) switch_careful(cur, next);
     current = next;
     next->state = ThreadState::Running;
-    // Linked stacks: the split-stack guard word follows the running thread
-    // (its current chunk's; 0 — checks never fire — for everyone else).
-    if (__builtin_expect((reinterpret_cast<uintptr_t>(cur->chunk) | reinterpret_cast<uintptr_t>(next->chunk)) != 0, 0))
-        switch_linked(cur, next);
     FiberSwitch fiber;
     fiber.start(next->stack.lo, next->stack.size, cur->state == ThreadState::Dead, next->tsan.get());
     static_assert(offsetof(Tcb, ctx) == 0, "the switch hands back &ctx as the Tcb");
@@ -427,6 +438,13 @@ inline void make_ready(Tcb *t, int result) {
     Vproc *me = tls_vproc;
     if (t->vp == me) me->enqueue_local(t);
     else t->vp->push_remote(t);
+}
+
+// make_ready for a thread whose home is the calling vproc vp.
+inline void make_ready_here(Vproc *vp, Tcb *t, int result) {
+    t->wake_result = result;
+    t->state = ThreadState::Ready;
+    vp->enqueue_local(t);
 }
 
 // make_ready for a thread of the calling vproc vp that should run next

@@ -124,16 +124,19 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "initializers assume li
 
 // A free mutex: take it, keeping its flags (it may be free with waiters
 // queued, one of them woken to retry), with a store on one vproc and a CAS
-// with several. vp != nullptr.
-inline bool mutex_take_fast(MutexImpl *m, Vproc *vp) {
+// with several (kSmp: the runtime's, when the caller knows it). vp != nullptr.
+template <bool kSmp> inline bool mutex_take_fast_as(MutexImpl *m, Vproc *vp) {
     uintptr_t cur = m->owner.load(std::memory_order_relaxed);
     if (m->kind > WEFT_MUTEX_RECURSIVE || MutexImpl::holder(cur)) return false;
     const uintptr_t me = reinterpret_cast<uintptr_t>(vp->current);
-    if (!vp->smp) {
+    if (!kSmp) {
         m->owner.store(me | cur, std::memory_order_relaxed);
         return true;
     }
     return m->owner.compare_exchange_strong(cur, me | cur, std::memory_order_acquire, std::memory_order_relaxed);
+}
+inline bool mutex_take_fast(MutexImpl *m, Vproc *vp) {
+    return vp->smp ? mutex_take_fast_as<true>(m, vp) : mutex_take_fast_as<false>(m, vp);
 }
 inline bool mutex_lock_fast(weft_mutex_t *pm, Vproc *vp) { return pm && vp && mutex_take_fast(impl(pm), vp); }
 
