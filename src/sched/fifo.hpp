@@ -26,6 +26,8 @@
 // calls it inline when the vproc runs FIFO (Vproc::fifo), saving the two
 // indirect calls per switch that any other policy costs. It is still reached
 // through kFifoPolicy like every policy; the inline path is only a shortcut.
+// Its one instance per vproc is a member of the vproc (Vproc::runq, beside
+// the other fields a switch touches), which kFifoPolicy's create() returns.
 #pragma once
 
 #include <cstddef>
