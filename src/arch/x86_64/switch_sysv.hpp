@@ -48,7 +48,14 @@ namespace weft::detail {
 // Returns `from` once the thread is resumed, taken from the register the
 // resuming switch left it in (its `to`): the caller need not keep it live
 // across the switch, where every register is clobbered.
-inline Context *context_switch(Context *from, Context *to) {
+//
+// Always inlined, never merely allowed to be: in a function GCC optimises
+// for size (a cold one) it once made this a called function, and a called
+// switch built with linked stacks has a split-stack prologue, run after
+// Vproc::switch_to has made `next` the current thread — so __morestack
+// linked a chunk to the wrong thread, and the unlink at the return crashed
+// (a nested recursive-mutex wait under WEFT_STACKS=linked, 2026-11-29).
+[[gnu::always_inline]] inline Context *context_switch(Context *from, Context *to) {
     asm volatile(
         "leaq    1f(%%rip), %%rax\n\t"          // where this thread resumes
         "movq    %%rsp, %c[sp](%%rdi)\n\t"      // from->sp
