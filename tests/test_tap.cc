@@ -263,6 +263,50 @@ TEST(Tap, DeadlinesAndClosesEndCallsWaitingInTheCalendars) {
     }
 }
 
+// A call still in its calendar when its descriptor is closed comes back
+// with EBADF, and is never made on the file the number names next. (The
+// close wakes the calls linked on the descriptor; this one was not linked
+// yet. Found as a flaky UringCloseTest under ASan, whose own pipe took the
+// number and gave the queued read a byte.)
+TEST(Tap, ACallQueuedWhenItsDescriptorIsClosedIsNotMadeOnTheNumbersNextFile) {
+    for (const char *io : {"uring", "epoll", "poll"}) {
+        ASSERT_EQ(0, run_tap("ratio=5:4:1", [&] {
+            int sv[2];
+            ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+            ssize_t r = 0;
+            int e = 0;
+            weft_thread_t t;
+            const uint64_t parks0 = parks(WEFT_PARK_IO);
+            ASSERT_EQ(0, spawn(&t, [&] {
+                char c;
+                r = weft_read(sv[0], &c, 1);
+                e = errno;
+                return nullptr;
+            }));
+            // Parked in the NET calendar, its read not made yet: the clock
+            // runs only when this thread lets the vproc go (join, below).
+            while (parks(WEFT_PARK_IO) == parks0) weft_yield();
+            const weft_tap_stats_t before = tap_stats();
+            uint64_t in_net = 0; // calendar 2: NET
+            for (int l = 0; l < WEFT_TAP_MAX_LEVELS; ++l) in_net += before.queued[2][l];
+            EXPECT_EQ(1u, in_net) << io << ": the read waits in the NET calendar";
+            weft_close(sv[0]);
+            int p[2]; // non-blocking: a stolen byte fails the last read instead of hanging it
+            ASSERT_EQ(0, pipe2(p, O_NONBLOCK));
+            const bool reused = p[0] == sv[0];
+            ASSERT_EQ(1, write(p[1], "y", 1));
+            join(t);
+            EXPECT_EQ(-1, r) << io;
+            EXPECT_EQ(EBADF, e) << io;
+            char c = 0;
+            if (reused) EXPECT_EQ(1, read(p[0], &c, 1)) << io << ": the byte was left for its owner";
+            close(p[0]);
+            close(p[1]);
+            close(sv[1]);
+        }, io));
+    }
+}
+
 // TAP locking, the paper's Figs. 5-6. L (least urgent) holds R and works
 // inside it, yielding; M (middling) keeps running; H (most urgent) asks for
 // R. With locks by appointment L's critical section runs in the appointment

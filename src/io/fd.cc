@@ -423,6 +423,7 @@ void fd_forget(Vproc *&vp, FdState *s, int fd) {
         s->file = 0;
         s->seq.store(s->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
         s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
+        s->closes = s->closes + 1;
     }
     woken.make_ready_all(EBADF);
     call_wakes(calls, EBADF);

@@ -83,6 +83,10 @@ struct alignas(16) FdState { // 16: io_uring tags carry a pointer and four bits
     uint32_t file = 0;               // open file description shared with a dup (0: not shared)
     std::atomic<uint8_t> ready{kReadable | kWritable}; // not known to be unready
     std::atomic<uint32_t> seq{0};    // events delivered so far
+    // weft_close calls so far (fd_forget, under the lock): a call that was
+    // queued before a close (by appointment, sched/tap.cc) must not be made
+    // on whatever file the number names next.
+    Relaxed<uint32_t> closes{0};
     // The reactor it is armed in. Written under the lock; read without it by
     // that reactor's vproc, which may still reap a completion of a poll
     // removed while another vproc forgot the descriptor (fd_forget).

@@ -240,6 +240,10 @@ struct TapState {
 // call waits on the descriptor and the thread stays where it is.
 void TapState::perform_net(TapCall *c) {
     FdState *s = c->s;
+    // Closed with weft_close while the call waited in its calendar (a close
+    // wakes only calls waiting on the descriptor itself): EBADF, as for a
+    // thread parked on it, and never a call on the number's next file.
+    if (s->closes != c->closes) return finish(c, -EBADF);
     for (;;) {
         const uint32_t seq = s->seq.load(std::memory_order_acquire);
         if (s->user_nonblock || (s->ready.load(std::memory_order_relaxed) & FdState::dir_bit(c->ev))) {
@@ -452,6 +456,7 @@ ssize_t tap_net(Vproc *vp, FdState *s, int fd, uint32_t ev, size_t want, ssize_t
     c.attempt = attempt;
     c.ctx = ctx;
     c.s = s;
+    c.closes = s->closes;
     c.fd = fd;
     c.ev = ev;
     c.want = want;
