@@ -80,7 +80,6 @@ struct Tcb {
     ThreadState state = ThreadState::Ready;
     uint8_t park_reason;         // weft_park_reason of the current/last park (set by park)
     std::atomic<uint8_t> claimed{0}; // 1 once a waker (or the timer) owns this park's wake-up
-    bool eh_saved = false;       // saved_eh is non-zero (one byte for the switch to test)
     bool timed_wait = false;     // parked with a deadline: expire_wait may end the park early
     bool queued_timed;           // set with the wait-queue links (enqueue_self): the queued wait has a deadline (take_first)
     bool interruptible = false;  // the thread lets expire_wait end its timed waits (park.hpp)
@@ -92,7 +91,8 @@ struct Tcb {
     // What makes a switch from or to this thread take the slow path, in one
     // byte for the switch to test with the other thread's: kCareUnguarded
     // (!stack_guarded: check_stack has a canary to read), kCareLinked
-    // (chunk != nullptr: the split-stack guard moves), kCareEh (eh_saved).
+    // (chunk != nullptr: the split-stack guard moves), kCareEh (saved_eh is
+    // non-zero: an exception to restore when it next runs).
     uint8_t switch_care = 0;
     static constexpr uint8_t kCareUnguarded = 1, kCareLinked = 2, kCareEh = 4;
     int saved_errno;             // errno of this thread while switched out (set at switch-out)

@@ -50,7 +50,7 @@ Vproc::Vproc(Runtime *rt_, int index_, bool smp_, StackRegions &regions, ChunkSl
 
 void Vproc::switch_careful(Tcb *cur, Tcb *next) {
     check_stack(cur);
-    if (next->eh_saved) switch_eh(cur, next);
+    if (next->switch_care & Tcb::kCareEh) switch_eh(cur, next);
     if (cur->chunk || next->chunk) switch_linked(cur, next);
 }
 

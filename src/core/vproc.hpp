@@ -334,12 +334,10 @@ private:
     [[gnu::noinline, gnu::cold]] void switch_eh(Tcb *cur, Tcb *next) {
         cur->saved_eh[0] = eh_globals[0];
         cur->saved_eh[1] = eh_globals[1];
-        cur->eh_saved = (cur->saved_eh[0] | cur->saved_eh[1]) != 0;
-        if (cur->eh_saved) cur->switch_care |= Tcb::kCareEh;
+        if (cur->saved_eh[0] | cur->saved_eh[1]) cur->switch_care |= Tcb::kCareEh;
         eh_globals[0] = next->saved_eh[0];
         eh_globals[1] = next->saved_eh[1];
         next->saved_eh[0] = next->saved_eh[1] = 0;
-        next->eh_saved = false;
         next->switch_care &= static_cast<uint8_t>(~Tcb::kCareEh);
     }
     // A switch where either side has a bit of Tcb::switch_care set: the
@@ -404,9 +402,9 @@ inline Tcb *Vproc::switch_to(Tcb *cur, Tcb *next) {
     // The C++ runtime keeps the exceptions being handled (for `throw;` and
     // std::current_exception) and the uncaught count per kernel thread; they
     // belong to the weft thread. Itanium ABI: {caughtExceptions, uncaughtExceptions}.
-    // Invariant: a running thread's saved_eh is zero (eh_saved false), so when
+    // Invariant: a running thread's saved_eh is zero (kCareEh clear), so when
     // neither side has an exception in flight (almost always) there is nothing
-    // to store. Ours are tested here; next's (eh_saved) with the rest of what
+    // to store. Ours are tested here; next's (kCareEh) with the rest of what
     // makes a switch careful, in one byte of each side (Tcb::switch_care):
     // an unguarded stack to check, a linked stack's guard word to move, an
     // exception to restore. (switch_eh first: it may set cur's kCareEh and
