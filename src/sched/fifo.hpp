@@ -71,7 +71,7 @@ struct FifoQueue {
     }
     Tcb *pop() {
         if (__builtin_expect(next_head != nullptr, 0)) return pop_next();
-        return pop_ordinary();
+        return pop_ordinary<true>();
     }
 
     // Work stealing (PolicyOps::give). Ordinary threads go oldest first;
@@ -129,11 +129,15 @@ struct FifoQueue {
     }
 
 private:
+    // kPrefetch: the popped thread runs now, so start bringing in the one
+    // after it (prefetch_for_switch; not for give, which runs nothing).
+    template <bool kPrefetch = false>
     Tcb *pop_ordinary() {
         Tcb *t = head;
         if (!t) return nullptr;
         head = t->next;
         if (!head) tail = nullptr;
+        else if (kPrefetch) prefetch_for_switch(head);
         --count;
         return t;
     }
@@ -142,7 +146,7 @@ private:
         if (head) { // ordinary threads wait
             if (next_streak == kNextStreakMax) {
                 next_streak = 0;
-                return pop_ordinary(); // the oldest of them, once
+                return pop_ordinary<true>(); // the oldest of them, once
             }
             ++next_streak;
         } else {
