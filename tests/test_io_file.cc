@@ -336,6 +336,82 @@ TEST_P(FileTest, DiskReadsGoOutAtOnceUntilTheVprocIsBusy) {
     EXPECT_LT(burst, 32u + 16u) << "a busy vproc submitted every read by itself";
 }
 
+// A disk read held for a busy vproc's batch when another thread closes its
+// file goes to the kernel before the close (weft_close flushes the ring):
+// it reads the file it was made on, never the file that takes the number
+// next. A thread that yields keeps the vproc busy, so after 32 reads it
+// holds new ones for the batch; the read under test is checked to have
+// been held (no submission between its park and the close).
+TEST_P(FileTest, AReadHeldForTheBatchReadsItsOwnFileWhenItIsClosed) {
+    if (!uring()) GTEST_SKIP() << "completion-based disk I/O is io_uring's; " << backend() << " offloads it";
+    TempFile fa(64 * 4096, 41), fb(4096, 42);
+    ASSERT_GE(fa.fd(), 0);
+    ASSERT_GE(fb.fd(), 0);
+    const Pattern pa(41);
+    bool refused = false, held = false;
+    int reused = 0;
+    ASSERT_EQ(0, run([&] {
+        AlignedBuf buf = aligned(4096), got = aligned(4096);
+        ASSERT_TRUE(buf && got);
+        static std::atomic<bool> stop;
+        stop = false;
+        weft_thread_t spinner;
+        ASSERT_EQ(0, weft_thread_create(&spinner, nullptr, [](void *) -> void * {
+            while (!stop.load()) weft_yield();
+            return nullptr;
+        }, nullptr));
+        for (int attempt = 0; attempt < 10 && !held; ++attempt) {
+            int fd = weft_open(fa.path().c_str(), O_RDONLY | O_DIRECT);
+            if (fd < 0 && errno == EINVAL) {
+                refused = true;
+                break;
+            }
+            ASSERT_GE(fd, 0) << strerror(errno);
+            for (int i = 0; i < 40; ++i) { // the vproc's immediate submissions, used up
+                if (weft_pread(fd, buf.get(), 4096, off_t(i) * 4096) != 4096) {
+                    refused = true; // EINVAL: no O_DIRECT here
+                    break;
+                }
+            }
+            if (refused) {
+                weft_close(fd);
+                break;
+            }
+            struct Ctx {
+                int fd;
+                uint8_t *got;
+                ssize_t r;
+            } ctx{fd, got.get(), 0};
+            std::memset(got.get(), 0, 4096);
+            const uint64_t parks0 = parks(WEFT_PARK_IO);
+            weft_thread_t reader;
+            ASSERT_EQ(0, weft_thread_create(&reader, nullptr, [](void *a) -> void * {
+                auto *c = static_cast<Ctx *>(a);
+                c->r = weft_pread(c->fd, c->got, 4096, 8 * 4096);
+                return nullptr;
+            }, &ctx));
+            const weft_stats_t s0 = all_stats();
+            while (parks(WEFT_PARK_IO) == parks0) weft_yield();
+            held = all_stats().io_syscalls == s0.io_syscalls; // not submitted yet
+            ASSERT_EQ(0, weft_close(fd));
+            int g = open(fb.path().c_str(), O_RDONLY | O_DIRECT); // takes the number, unseen by weft
+            ASSERT_GE(g, 0) << strerror(errno);
+            reused += g == fd;
+            ASSERT_EQ(0, weft_thread_join(reader, nullptr));
+            if (held) {
+                EXPECT_EQ(4096, ctx.r) << strerror(int(-ctx.r));
+                EXPECT_EQ(-1, pa.mismatch(got.get(), 8 * 4096, 4096)) << "the read took the next file's bytes";
+            }
+            close(g);
+        }
+        stop = true;
+        ASSERT_EQ(0, weft_thread_join(spinner, nullptr));
+    }));
+    if (refused) GTEST_SKIP() << "the file system of " << scratch_dir() << " refuses O_DIRECT";
+    EXPECT_TRUE(held) << "no read was held for the batch in 10 attempts";
+    EXPECT_GE(reused, 1) << "the next file never took the closed number";
+}
+
 // open with O_CREAT and a mode, O_EXCL, ENOENT; fstat; fsync; read/write on
 // a regular file move its position; the plain calls' errors.
 TEST_P(FileTest, OpenFstatFsyncAndPositionsFollowThePlainCalls) {

@@ -307,6 +307,47 @@ TEST(Tap, ACallQueuedWhenItsDescriptorIsClosedIsNotMadeOnTheNumbersNextFile) {
     }
 }
 
+// The same for a disk call: a read still in the DISK calendar when its file
+// is closed comes back with EBADF and never reads the file that takes the
+// number next. With io_uring the clock submits it at the DISK turn; without,
+// the thread makes it itself after its turn.
+TEST(Tap, ADiskCallQueuedWhenItsFileIsClosedIsNotMadeOnTheNumbersNextFile) {
+    TempFile fa(4096, 51), fb(4096, 52);
+    ASSERT_GE(fa.fd(), 0);
+    ASSERT_GE(fb.fd(), 0);
+    const Pattern pb(52);
+    for (const char *io : {"uring", "epoll", "poll"}) {
+        ASSERT_EQ(0, run_tap("ratio=5:4:1", [&] {
+            int f = weft_open(fa.path().c_str(), O_RDONLY);
+            ASSERT_GE(f, 0) << strerror(errno);
+            std::vector<uint8_t> got(4096, 0);
+            ssize_t r = 0;
+            int e = 0;
+            weft_thread_t t;
+            const uint64_t parks0 = parks(WEFT_PARK_IO);
+            ASSERT_EQ(0, spawn(&t, [&] {
+                r = weft_pread(f, got.data(), got.size(), 0);
+                e = errno;
+                return nullptr;
+            }));
+            while (parks(WEFT_PARK_IO) == parks0) weft_yield();
+            const weft_tap_stats_t before = tap_stats();
+            uint64_t in_disk = 0; // calendar 1: DISK
+            for (int l = 0; l < WEFT_TAP_MAX_LEVELS; ++l) in_disk += before.queued[1][l];
+            EXPECT_EQ(1u, in_disk) << io << ": the read waits in the DISK calendar";
+            weft_close(f);
+            int g = open(fb.path().c_str(), O_RDONLY); // takes the number, unseen by weft
+            ASSERT_GE(g, 0);
+            const bool reused = g == f;
+            join(t);
+            EXPECT_EQ(-1, r) << io;
+            EXPECT_EQ(EBADF, e) << io;
+            if (reused) EXPECT_NE(-1, pb.mismatch(got.data(), 0, got.size())) << io << ": it read the next file";
+            close(g);
+        }, io));
+    }
+}
+
 // TAP locking, the paper's Figs. 5-6. L (least urgent) holds R and works
 // inside it, yielding; M (middling) keeps running; H (most urgent) asks for
 // R. With locks by appointment L's critical section runs in the appointment

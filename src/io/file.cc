@@ -55,7 +55,11 @@ ssize_t file_rw(Vproc *&vp, FdState *s, int fd, bool write, const iovec *iov_in,
     // then makes the call as usual.
     if (vp->tap) {
         if (vp->reactor->can_submit()) return file_rw_async(vp, fd, write, iov_in, cnt, off, site);
+        const uint32_t closes = s ? static_cast<uint32_t>(s->closes) : 0;
         tap_disk_turn(vp, site);
+        // Closed while the call waited for its turn: EBADF, never a call on
+        // the number's next file (as a queued NET call; docs/tap.md).
+        if (s && s->closes != closes) return -EBADF;
     }
     vp->stats.io_syscalls.add();
     ssize_t r = write ? sys(pwritev2(fd, iov_in, cnt, off, RWF_NOWAIT)) : sys(preadv2(fd, iov_in, cnt, off, RWF_NOWAIT));

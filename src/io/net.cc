@@ -350,6 +350,10 @@ int weft_close(int fd) {
         FdState *s = vp->rt->fds.get(fd);
         const bool known = s && (s->kind != FdKind::Unknown || s->head);
         if (known) fd_forget(vp, s, fd);
+        // Operations still queued in this vproc's ring (a busy vproc's disk
+        // batch) go to the kernel first: they take their file now, as calls
+        // made before the close, and never the number's next file.
+        vp->reactor->flush();
         vp->stats.io_syscalls.add();
         int r = close(fd);
         if (known) fd_closed(vp, s);

@@ -93,6 +93,7 @@ void dup_state(int from, int to) { wd::fd_dup(wd::tls_vproc, from, to); }
 // then closed(fd) once that is done. Returns whether it knew anything.
 bool forget(int fd) {
     wd::Vproc *vp = wd::tls_vproc;
+    vp->reactor->flush(); // what the ring holds takes its file first, as in weft_close
     wd::FdState *s = vp->rt->fds.get(fd);
     if (!s || (s->kind == wd::FdKind::Unknown && !s->head)) return false;
     wd::fd_forget(vp, s, fd);

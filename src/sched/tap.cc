@@ -40,6 +40,17 @@ inline bool classified(const Tcb *t) { return (t->policy_word & 0xff) != 0; }
 inline unsigned level_of(const Tcb *t) { return classified(t) ? static_cast<unsigned>(t->policy_word & 0xff) - 1 : 0; }
 inline void set_level(Tcb *t, unsigned lvl) { t->policy_word = (t->policy_word & ~uint64_t{0xff}) | (lvl + 1); }
 inline uint64_t cpu_since(const Tcb *t) { return t->policy_word >> 8; }
+
+// How often a DISK operation's descriptors (both of a splice's) have been
+// closed with weft_close: unchanged between queueing and the clock's turn
+// unless one of them was closed meanwhile (the counts only grow).
+uint32_t disk_closes(Vproc *vp, const IoOp *op) {
+    uint32_t n = 0;
+    for (int fd : {op->fd, op->fd2})
+        if (fd >= 0)
+            if (FdState *s = fd_state(vp, fd)) n += s->closes;
+    return n;
+}
 inline void set_cpu_since(Tcb *t, uint64_t c) { t->policy_word = (t->policy_word & 0xff) | (c << 8); }
 
 struct CallList {
@@ -292,7 +303,10 @@ void TapState::disk_turn() {
         }
         appointments[kTapDisk].add();
         by_level[kTapDisk][c->level].add();
-        if (c->op) {
+        if (c->op && disk_closes(vp, c->op) != c->closes) { // closed while queued: as perform_net
+            c->op->res = -EBADF;
+            finish(c, -EBADF);
+        } else if (c->op) {
             c->phase = TapCall::Submitted;
             vp->stats.io_parks.add();
             vp->reactor->submit(c->op); // queued: one submission for the turn, below
@@ -487,6 +501,7 @@ int tap_disk(Vproc *vp, IoOp *op, CallDeadline &dl, const void *site) {
     c.t = self;
     c.kind = kTapDisk;
     c.op = op;
+    c.closes = disk_closes(vp, op);
     op->waiter = self;
     const uint64_t deadline = dl.get(self);
     st->classify(self);

@@ -86,7 +86,7 @@ struct TapCall {
     uint32_t ev = 0;
     size_t want = 0;
     uint32_t seq = 0;
-    uint32_t closes = 0;                      // NET: FdState::closes when queued
+    uint32_t closes = 0;                      // its descriptors' FdState::closes when queued (disk_closes)
     IoWaiter waiter{};
     // DISK
     IoOp *op = nullptr;
