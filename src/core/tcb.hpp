@@ -146,20 +146,19 @@ static_assert(offsetof(Tcb, waiting_on) + sizeof(void *) <= 2 * kTcbAlign, "line
 
 // Start bringing in what a switch to t will touch first, while the thread
 // before it runs: its TCB (line 0 is read here for the saved stack pointer,
-// line 1 is prefetched) and the four lines at the saved stack pointer (the
-// switch's and the parked call's frames). The scheduler calls it for the
-// thread after the one it is about to run. With thousands of threads taking
-// turns each of these lines is a cache miss at the resume; one thread's run
-// (a few hundred ns with a system call) hides most of it. Pipe tokens
-// (Capriccio Fig. 2), 2026-11-29: +3 to +8 % from 256 pipes up, level
-// below (docs/benchmarks.md, "Prefetching the next thread").
+// line 1 is prefetched) and the kPrefetchFrameLines lines at the saved
+// stack pointer: the frames the resumed thread returns through (a blocking
+// read's weft_read -> do_readv -> wait_fd take 464 bytes). The scheduler
+// calls it for the thread after the one it is about to run. With thousands
+// of threads taking turns each of these lines is a cache miss at the
+// resume; one thread's run (a few hundred ns with a system call) hides most
+// of it. Pipe tokens (Capriccio Fig. 2), 2026-11-29: +4 to +40 % from 512
+// pipes up, level below (docs/benchmarks.md, "Prefetching the next thread").
+inline constexpr int kPrefetchFrameLines = 8; // 4: half the gain; 10 or 12: no more
 inline void prefetch_for_switch(const Tcb *t) {
     __builtin_prefetch(reinterpret_cast<const char *>(t) + kTcbAlign);
     const char *sp = static_cast<const char *>(t->ctx.sp);
-    __builtin_prefetch(sp);
-    __builtin_prefetch(sp + 64);
-    __builtin_prefetch(sp + 128);
-    __builtin_prefetch(sp + 192);
+    for (int i = 0; i < kPrefetchFrameLines; ++i) __builtin_prefetch(sp + 64 * i);
 }
 
 inline Tcb *tcb_of_timer(Timer *t) {
