@@ -152,7 +152,7 @@ static_assert(offsetof(Tcb, waiting_on) + sizeof(void *) <= 2 * kTcbAlign, "line
 // calls it for the thread after the one it is about to run. With thousands
 // of threads taking turns each of these lines is a cache miss at the
 // resume; one thread's run (a few hundred ns with a system call) hides most
-// of it. Pipe tokens (Capriccio Fig. 2), 2026-11-29: +4 to +40 % from 512
+// of it. Pipe tokens (Capriccio Fig. 2), 2026-11-29: +3 to +34 % from 256
 // pipes up, level below (docs/benchmarks.md, "Prefetching the next thread").
 inline constexpr int kPrefetchFrameLines = 8; // 4: half the gain; 10 or 12: no more
 inline void prefetch_for_switch(const Tcb *t) {

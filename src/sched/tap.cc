@@ -40,6 +40,7 @@ inline bool classified(const Tcb *t) { return (t->policy_word & 0xff) != 0; }
 inline unsigned level_of(const Tcb *t) { return classified(t) ? static_cast<unsigned>(t->policy_word & 0xff) - 1 : 0; }
 inline void set_level(Tcb *t, unsigned lvl) { t->policy_word = (t->policy_word & ~uint64_t{0xff}) | (lvl + 1); }
 inline uint64_t cpu_since(const Tcb *t) { return t->policy_word >> 8; }
+inline void set_cpu_since(Tcb *t, uint64_t c) { t->policy_word = (t->policy_word & 0xff) | (c << 8); }
 
 // How often a DISK operation's descriptors (both of a splice's) have been
 // closed with weft_close: unchanged between queueing and the clock's turn
@@ -51,7 +52,6 @@ uint32_t disk_closes(Vproc *vp, const IoOp *op) {
             if (FdState *s = fd_state(vp, fd)) n += s->closes;
     return n;
 }
-inline void set_cpu_since(Tcb *t, uint64_t c) { t->policy_word = (t->policy_word & 0xff) | (c << 8); }
 
 struct CallList {
     TapCall *head = nullptr, *tail = nullptr;
