@@ -303,18 +303,18 @@ void TapState::disk_turn() {
         }
         appointments[kTapDisk].add();
         by_level[kTapDisk][c->level].add();
-        if (c->op && disk_closes(vp, c->op) != c->closes) { // closed while queued: as perform_net
+        if (!c->op) {
+            c->phase = TapCall::Released; // no io_uring: the thread makes the call itself
+            make_ready(c->t, 0);
+        } else if (disk_closes(vp, c->op) != c->closes) { // closed while queued: as perform_net
             c->op->res = -EBADF;
             finish(c, -EBADF);
-        } else if (c->op) {
+        } else {
             c->phase = TapCall::Submitted;
             vp->stats.io_parks.add();
             vp->reactor->submit(c->op); // queued: one submission for the turn, below
             ++n;
             park_release(c->t);
-        } else {
-            c->phase = TapCall::Released; // no io_uring: the thread makes the call itself
-            make_ready(c->t, 0);
         }
     }
     if (n) {
