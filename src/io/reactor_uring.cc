@@ -53,6 +53,13 @@ uint64_t poll_tag(const FdState *s) {
     return reinterpret_cast<uint64_t>(s) | (uint64_t{uint8_t(s->backend_gen)} << kGenShift);
 }
 
+// The state a completion's tag names if it is a poll's, else nullptr (which
+// poll, and whether it is still armed, is deliver's question).
+const FdState *poll_state(uint64_t ud) {
+    if (ud == kTagWake || ud == kTagIgnore || (ud & (kOpBit | kRemoveBit))) return nullptr;
+    return reinterpret_cast<const FdState *>(ud & ~(kGenMask << kGenShift));
+}
+
 class UringReactor final : public Reactor {
 public:
     UringReactor(const io_uring &ring, int efd) : ring_(ring), efd_(efd) { sticky_arm = true; }
@@ -234,6 +241,10 @@ private:
             io_uring_cqe *batch[64];
             unsigned got = io_uring_peek_batch_cqe(&ring_, batch, 64);
             if (!got) break;
+            if (got >= kWakePrefetchMin)
+                for (unsigned level = 0; level < kWakePrefetchLevels; ++level)
+                    for (unsigned i = 0; i < got; ++i)
+                        if (const FdState *s = poll_state(batch[i]->user_data)) prefetch_wake(s, level, vp->smp);
             for (unsigned i = 0; i < got; ++i) deliver(batch[i]);
             io_uring_cq_advance(&ring_, got);
             n += got;
