@@ -31,12 +31,16 @@
 // Nothing is written below the stack pointer, so the red zone of the
 // function the switch is inlined into stays intact.
 //
-// Loading MXCSR and the x87 control word costs more than the rest of the
-// switch, and threads almost never change them, so they are loaded only
-// when the target's saved words differ from the current ones (read back at
-// the size they were stored, so the loads forward from the stores). The
-// compare includes MXCSR's sticky exception flags: a thread that raised one
-// gets its exact MXCSR back, at the price of the slow path.
+// The control words: MXCSR is loaded at every switch, the x87 control word
+// only when the target's differs from ours (read back at the size it was
+// stored, so the load forwards from the store). Comparing MXCSR the same
+// way made every switch wait for `stmxcsr` to finish before the read back
+// could, and on AMD EPYC `stmxcsr` takes ~14 cycles while an `ldmxcsr` of
+// an unchanged value takes one: the yield ping-pong went 8.3 -> 7.1 ns and
+// the cond hand-off 10.7 -> 9.5 ns without the compare (docs/tuning.md).
+// `fldcw` is not cheap there, and `fnstcw` is, so that compare stays. The
+// sticky exception flags travel with MXCSR: a thread that raised one gets
+// its exact MXCSR back.
 #pragma once
 
 #ifndef WEFT_ARCH_CONTEXT_INTERNAL
@@ -63,18 +67,15 @@ namespace weft::detail {
         "movq    %%rbp, %c[fp](%%rdi)\n\t"      // from->fp
         "stmxcsr %c[mxcsr](%%rdi)\n\t"          // our control words ...
         "fnstcw  %c[cw](%%rdi)\n\t"
-        "movl    %c[mxcsr](%%rdi), %%eax\n\t"   // ... read back to compare
-        "movzwl  %c[cw](%%rdi), %%ecx\n\t"
+        "movzwl  %c[cw](%%rdi), %%ecx\n\t"      // ... the x87 one read back to compare
         "movq    %c[sp](%%rsi), %%rsp\n\t"      // switch stacks
         "movq    %c[fp](%%rsi), %%rbp\n\t"
-        "cmpl    %c[mxcsr](%%rsi), %%eax\n\t"   // the target's words equal ours?
-        "jne     2f\n\t"                        // rarely: load them
+        "ldmxcsr %c[mxcsr](%%rsi)\n\t"
         "cmpw    %c[cw](%%rsi), %%cx\n\t"
         "jne     2f\n"
         "3:\n\t"
         "jmpq    *%c[pc](%%rsi)\n"              // resume the target (rsi = to)
         "2:\n\t"
-        "ldmxcsr %c[mxcsr](%%rsi)\n\t"
         "fldcw   %c[cw](%%rsi)\n\t"
         "jmp     3b\n"
         "1:"                                    // resumed here, by another switch
@@ -121,9 +122,9 @@ inline void context_init_frame(Context *ctx, void *stack_hi, void (*entry)(void 
     ctx->sp = f;
     ctx->pc = reinterpret_cast<void *>(&weft_ctx_trampoline);
     ctx->fp = nullptr; // frame-pointer walks stop here
-    // Power-on control bits, but the creator's sticky exception flags: a
-    // thread whose words differ from the current ones costs an ldmxcsr at
-    // every switch to it (≈ 50 ns here, docs/tuning.md), and a creator that
+    // Power-on control bits, but the creator's sticky exception flags: an
+    // ldmxcsr that changes the value costs ≈ 50 ns on Intel (docs/tuning.md)
+    // at every switch between threads whose words differ, and a creator that
     // has done any inexact arithmetic has the precision flag set — so fresh
     // flags would make every create + join pay it twice. POSIX threads
     // inherit the whole floating-point environment; weft inherits the flags.
