@@ -284,7 +284,8 @@ def prepare(args, name):
     """The binaries both harnesses run ({name: path}), or an exit status when
     one is missing (SKIP under --smoke); pins this script to the client CPU
     and makes SIGTERM end the run like Ctrl-C."""
-    bins = {"smallserver": os.path.join(args.build, "bench", "tap", "smallserver"),
+    # Absolute: the servers run in directories of their own (web_bench.Server).
+    bins = {"smallserver": os.path.abspath(os.path.join(args.build, "bench", "tap", "smallserver")),
             "weft-run": wb.weft_bins(args.build)["weft-run"]}
     missing = [n for n, p in bins.items() if not os.access(p, os.X_OK)]
     if not shutil.which("httperf"):
