@@ -109,6 +109,7 @@ def build_go(bench_dir, timeout):
     go = find_go()
     if not go:
         return None, "vt-peer-go not built and no Go toolchain (go on PATH or /usr/local/go/bin)"
+    bench_dir = os.path.abspath(bench_dir)  # go runs in peers_go/, and wants an absolute GOCACHE
     out = os.path.join(bench_dir, "vt-peer-go")
     env = dict(os.environ, GOCACHE=os.path.join(bench_dir, "go-cache"), GOPATH=os.path.join(bench_dir, "go-path"),
                GOTOOLCHAIN="local", GOFLAGS="-buildvcs=false")
