@@ -175,35 +175,35 @@ uint32_t io_ready(FdState *s, uint32_t revents);
 // A submitted operation finished with res (>= 0 or -errno).
 void io_complete(IoOp *op, int res);
 
-// A backend about to deliver a batch of events walks it three times first,
-// calling this with level 0, 1, 2 for each event's state. With thousands
-// of descriptors the threads an event wakes parked long ago, and io_ready
+// A backend about to deliver a batch of n events calls this first, with
+// state_of(i) the FdState event i names (nullptr: none). With thousands of
+// descriptors the threads an event wakes parked long ago, and io_ready
 // meets three dependent cache misses: the FdState, its first waiter (in
 // wait_fd's frame, on the parked thread's stack) and that thread's TCB
-// (claim, then the run queue). Level by level, the misses of a batch
-// overlap instead of following one another (weft-pipetest at 8,192 pipes:
-// nearly all of io_ready's time sat on the waiter and the TCB loads).
-// Levels 1 and 2 read the waiter list without its lock, which is only sound
-// where nothing else runs: with several vprocs a waiter may be leaving, its
-// stack chunk given back. There only the state is prefetched.
-inline constexpr unsigned kWakePrefetchLevels = 3;
-inline constexpr unsigned kWakePrefetchMin = 8; // smaller batches: all of it is still in cache
+// (claim, then the run queue). Walking the batch once per level, the
+// misses of a level overlap instead of following one another
+// (weft-pipetest at 8,192 pipes: nearly all of io_ready's time sat on the
+// waiter and the TCB loads). Smaller batches are still in cache. The
+// waiter and TCB levels read the waiter list without its lock, which is
+// only sound where nothing else runs: with several vprocs a waiter may be
+// leaving, its stack chunk given back, so there only the states are
+// prefetched.
 // (An asm statement, not __builtin_prefetch: GCC 12 dropped the builtin's
-// waiter and TCB prefetches below from the object code.)
+// waiter and TCB prefetches from the object code.)
 inline void prefetch_line(const void *p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char *>(p))); }
-inline void prefetch_wake(const FdState *s, unsigned level, bool smp) {
-    if (level == 0) {
-        prefetch_line(s);
-    } else if (!smp) {
-        const IoWaiter *w = s->head;
-        if (!w) return;
-        if (level == 1) {
-            prefetch_line(w);
-        } else if (w->t) {
-            prefetch_line(w->t);
-            prefetch_line(reinterpret_cast<const char *>(w->t) + 64);
+template <class StateOf>
+inline void prefetch_wakes(unsigned n, bool smp, StateOf state_of) {
+    if (n < 8) return;
+    for (unsigned i = 0; i < n; ++i)
+        if (const FdState *s = state_of(i)) prefetch_line(s);
+    if (smp) return;
+    for (unsigned i = 0; i < n; ++i)
+        if (const FdState *s = state_of(i); s && s->head) prefetch_line(s->head);
+    for (unsigned i = 0; i < n; ++i)
+        if (const FdState *s = state_of(i); s && s->head && s->head->t) {
+            prefetch_line(s->head->t);
+            prefetch_line(reinterpret_cast<const char *>(s->head->t) + 64);
         }
-    }
 }
 
 // --- called by wrappers ---

@@ -82,10 +82,9 @@ private:
             const int64_t ms = timeout_ns < 0 ? -1 : (timeout_ns + 999999) / 1000000; // rounded up: never early
             n = epoll_wait(ep_, events_, kBatch, ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms));
         }
-        if (n >= static_cast<int>(kWakePrefetchMin))
-            for (unsigned level = 0; level < kWakePrefetchLevels; ++level)
-                for (int i = 0; i < n; ++i)
-                    if (auto *s = static_cast<const FdState *>(events_[i].data.ptr)) prefetch_wake(s, level, vp->smp);
+        if (n > 0)
+            prefetch_wakes(static_cast<unsigned>(n), vp->smp,
+                           [this](unsigned i) { return static_cast<const FdState *>(events_[i].data.ptr); });
         for (int i = 0; i < n; ++i) {
             if (events_[i].data.ptr == nullptr) continue; // the wake-up eventfd
             uint32_t e = events_[i].events;

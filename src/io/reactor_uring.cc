@@ -240,20 +240,18 @@ private:
         // only through an enter: ask for them.
         if (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_CQ_OVERFLOW) enter(0, nullptr);
         for (;;) {
-            io_uring_cqe *batch[64];
-            unsigned got = io_uring_peek_batch_cqe(&ring_, batch, 64);
+            constexpr unsigned kBatch = 64;
+            io_uring_cqe *batch[kBatch];
+            unsigned got = io_uring_peek_batch_cqe(&ring_, batch, kBatch);
             if (!got) break;
-            if (got >= kWakePrefetchMin)
-                for (unsigned level = 0; level < kWakePrefetchLevels; ++level)
-                    for (unsigned i = 0; i < got; ++i)
-                        if (const FdState *s = poll_state(batch[i]->user_data)) prefetch_wake(s, level, vp->smp);
+            prefetch_wakes(got, vp->smp, [&batch](unsigned i) { return poll_state(batch[i]->user_data); });
             for (unsigned i = 0; i < got; ++i) deliver(batch[i]);
             io_uring_cq_advance(&ring_, got);
             n += got;
             // Fewer than asked for: the ring was empty at the tail we read.
             // What came since waits for the next reap (a wait returns at
             // once for it), not for another look now.
-            if (got < 64) break;
+            if (got < kBatch) break;
         }
         return n;
     }
