@@ -131,12 +131,13 @@ def measure(system, rate, args, bins, root, files):
     procs = []
     try:
         per = rate / len(files)
+        n = max(1, int(per * args.duration))  # connections per file
         k = clients_per_file(per, args.timeout)
         rec["httperf_per_file"] = k
         cpu0 = kb.proc_cpu_seconds(server.pids())
         for path, size in files:
             for j in range(k):  # k processes share the file's rate and connections
-                conns = max(1, int(per * args.duration) // k + (j < int(per * args.duration) % k))
+                conns = max(1, n // k + (j < n % k))
                 cmd = ["taskset", "-c", str(args.cpu_client), "httperf", "--hog", "--close-with-reset",
                        "--server", "127.0.0.1", "--port", str(server.port), "--uri", "/" + os.path.basename(path),
                        f"--rate={per / k:g}", f"--num-conns={conns}", f"--timeout={args.timeout:g}"]

@@ -9,6 +9,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import fig7  # noqa: E402
 import fig8  # noqa: E402
 
 failures = []
@@ -39,7 +40,6 @@ Errors: fd-unavail {fd} addrunavail 0 ftab-full 0 other 0
 st = fig8.new_size_record()
 for n, ok, ms, timo, fd in ((100, 90, 10.0, 4, 6), (300, 300, 30.0, 0, 0)):
     text = REPORT.format(n=n, ok=ok, ms=ms, err=timo + fd, timo=timo, fd=fd)
-    import fig7  # noqa: E402
     fig8.add_report(st, fig7.wb.parse_httperf(text), text)
 expect(st["requests"] == 400, f"requests add up: {st['requests']}")
 expect(st["ok"] == 390, f"replies add up: {st['ok']}")

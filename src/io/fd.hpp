@@ -190,10 +190,11 @@ void io_complete(IoOp *op, int res);
 // prefetched.
 // (An asm statement, not __builtin_prefetch: GCC 12 dropped the builtin's
 // waiter and TCB prefetches from the object code.)
+inline constexpr unsigned kWakePrefetchMin = 8; // smaller batches: all of it is still in cache
 inline void prefetch_line(const void *p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char *>(p))); }
 template <class StateOf>
 inline void prefetch_wakes(unsigned n, bool smp, StateOf state_of) {
-    if (n < 8) return;
+    if (n < kWakePrefetchMin) return;
     for (unsigned i = 0; i < n; ++i)
         if (const FdState *s = state_of(i)) prefetch_line(s);
     if (smp) return;
