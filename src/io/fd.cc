@@ -106,54 +106,67 @@ uint32_t FdState::wanted() const {
 
 namespace {
 
-// Once per descriptor, under its lock: two threads meeting a descriptor
-// for the first time on two vprocs must not both classify it — the second
-// would read back the O_NONBLOCK the first just set and take it for the
-// program's. The flags are stored before `kind`, which readers test first
-// without the lock. Kept out of fd_state's fast path.
-} // namespace
-
-[[gnu::noinline, gnu::cold]] void fd_classify(Vproc *vp, FdState *s, int fd) {
-    SpinGuard g(s->lock, vp->smp);
-    if (s->kind != FdKind::Unknown) return; // another thread was first
+// What the file at fd is: its kind and its F_GETFL flags, as the kernel
+// has them now. False when fd names no file.
+bool look_at(Vproc *vp, int fd, FdKind *kind, int *fl) {
     struct stat st;
     vp->stats.io_syscalls.add(2);
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fstat(fd, &st) != 0) return; // stays Unknown: the call itself reports EBADF
-    const bool user_nonblock = fl & O_NONBLOCK;
-    bool weft_nonblock = false, direct = false;
-    FdKind kind;
+    *fl = fcntl(fd, F_GETFL);
+    if (*fl < 0 || fstat(fd, &st) != 0) return false;
     if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode)) {
-        kind = FdKind::File;
-        direct = fl & O_DIRECT;
+        *kind = FdKind::File;
     } else if (S_ISFIFO(st.st_mode)) {
-        // A pipe: made non-blocking, as a socket is, for the cheaper plain
-        // read/write — except the standard descriptors, which a shell often
-        // shares with other processes that expect blocking mode: those keep
-        // it and use RWF_NOWAIT per call (docs/io.md).
-        kind = FdKind::Pipe;
-        if (fd > 2 && !user_nonblock) {
-            vp->stats.io_syscalls.add();
-            weft_nonblock = fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
-        }
+        *kind = FdKind::Pipe;
     } else if (S_ISSOCK(st.st_mode)) {
         int type = 0;
         socklen_t len = sizeof type;
         vp->stats.io_syscalls.add();
         getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len);
-        kind = type == SOCK_STREAM ? FdKind::Stream : FdKind::Socket;
+        *kind = type == SOCK_STREAM ? FdKind::Stream : FdKind::Socket;
     } else {
-        // A tty, an eventfd, a character device: pollable, but without a
-        // per-call non-blocking flag. weft makes it non-blocking itself.
-        kind = FdKind::Pollable;
-        if (!user_nonblock) {
-            vp->stats.io_syscalls.add();
-            weft_nonblock = fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
-        }
+        *kind = FdKind::Pollable; // a tty, an eventfd, a character device
+    }
+    return true;
+}
+
+// fd_closed's check, under the lock: s, classified while the number was
+// being closed, matches the file at fd now (kind, O_NONBLOCK, O_DIRECT).
+bool still_describes(Vproc *vp, const FdState *s, int fd) {
+    if (s->kind == FdKind::Unknown) return false;
+    FdKind kind;
+    int fl;
+    if (!look_at(vp, fd, &kind, &fl)) return false;
+    return kind == s->kind && bool(fl & O_NONBLOCK) == (s->user_nonblock || s->weft_nonblock) &&
+           bool(fl & O_DIRECT) == (kind == FdKind::File && s->direct);
+}
+
+} // namespace
+
+// Once per descriptor, under its lock: two threads meeting a descriptor
+// for the first time on two vprocs must not both classify it — the second
+// would read back the O_NONBLOCK the first just set and take it for the
+// program's. The flags are stored before `kind`, which readers test first
+// without the lock. Kept out of fd_state's fast path.
+[[gnu::noinline, gnu::cold]] void fd_classify(Vproc *vp, FdState *s, int fd) {
+    SpinGuard g(s->lock, vp->smp);
+    if (s->kind != FdKind::Unknown) return; // another thread was first
+    FdKind kind;
+    int fl;
+    if (!look_at(vp, fd, &kind, &fl)) return; // stays Unknown: the call itself reports EBADF
+    const bool user_nonblock = fl & O_NONBLOCK;
+    bool weft_nonblock = false;
+    // A pipe is made non-blocking, as a socket is, for the cheaper plain
+    // read/write — except the standard descriptors, which a shell often
+    // shares with other processes that expect blocking mode: those keep it
+    // and use RWF_NOWAIT per call (docs/io.md). Anything else pollable (a
+    // tty, an eventfd) has no per-call non-blocking flag: weft sets it.
+    if (!user_nonblock && (kind == FdKind::Pollable || (kind == FdKind::Pipe && fd > 2))) {
+        vp->stats.io_syscalls.add();
+        weft_nonblock = fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
     }
     s->user_nonblock = user_nonblock;
     s->weft_nonblock = weft_nonblock;
-    s->direct = direct;
+    s->direct = kind == FdKind::File && (fl & O_DIRECT);
     s->ready.store(FdState::kReadable | FdState::kWritable, std::memory_order_relaxed);
     s->kind = kind; // last: a reader that sees it sees the rest
 }
@@ -429,17 +442,23 @@ void fd_forget(Vproc *&vp, FdState *s, int fd) {
     call_wakes(calls, EBADF);
 }
 
-void fd_closed(Vproc *vp, FdState *s) {
+void fd_closed(Vproc *vp, FdState *s, int fd) {
     WakeList woken;
     IoWaiter *calls = nullptr;
     {
         SpinGuard g(s->lock, vp->smp);
-        if (s->closing) { // no new file has the number yet: what was learnt meanwhile is of the old one
-            s->closing = false;
+        // No fd_created since fd_forget. A thread that met the number
+        // meanwhile classified it: the old file, if it came before close(2)
+        // (a thread racing its own close), or the next file, opened behind
+        // weft's back (a cache's openat on another vproc) — and that one is
+        // in use now: resetting it would fail its calls with EBADF. So the
+        // state stays if it still describes the file at the number.
+        if (s->closing && !still_describes(vp, s, fd)) {
             s->kind = FdKind::Unknown;
             s->user_nonblock = s->weft_nonblock = false;
             s->file = 0;
         }
+        s->closing = false;
         if (!s->head) return;
         // Waiters linked while it closed: told to look again (a waiter of a
         // new file with the number, if one came that fast, just looks again).

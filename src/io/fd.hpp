@@ -252,8 +252,9 @@ int wait_cancelled(Vproc *&vp, IoOp *op, const void *site);
 // the registration would go with the file, and an arm of a number already
 // closed fails — and fd_closed wakes it to look again (then EBADF).
 void fd_forget(Vproc *&vp, FdState *s, int fd);
-// The close(2) after fd_forget is done (or the dup2 over it).
-void fd_closed(Vproc *vp, FdState *s);
+// The close(2) after fd_forget is done (or the dup2 over it). A state
+// classified since fd_forget is kept if it describes the file now at fd.
+void fd_closed(Vproc *vp, FdState *s, int fd);
 // `to` is a dup of `from` (dup, dup2, dup3, F_DUPFD): the same open file, so
 // the same kind and O_NONBLOCK, now and after either changes it.
 void fd_dup(Vproc *vp, int from, int to);

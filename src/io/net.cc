@@ -356,7 +356,7 @@ int weft_close(int fd) {
         vp->reactor->flush();
         vp->stats.io_syscalls.add();
         int r = close(fd);
-        if (known) fd_closed(vp, s);
+        if (known) fd_closed(vp, s, fd);
         if (r == 0) --vp->res_fds;
         return r;
     }

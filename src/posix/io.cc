@@ -99,7 +99,7 @@ bool forget(int fd) {
     wd::fd_forget(vp, s, fd);
     return true;
 }
-void closed(int fd) { wd::fd_closed(wd::tls_vproc, wd::tls_vproc->rt->fds.get(fd)); }
+void closed(int fd) { wd::fd_closed(wd::tls_vproc, wd::tls_vproc->rt->fds.get(fd), fd); }
 
 // A call that blocks its kernel thread in the kernel with nothing weft can
 // wait on instead (a child's exit, a file lock): made on the offload pool,
