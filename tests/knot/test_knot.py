@@ -1021,6 +1021,59 @@ class FileSizesTest(KnotTestCase):
             self.assertEqual(len(results), 8 * 10 * len(sizes))
 
 
+class DescriptorChurnTest(KnotTestCase):
+    """Short connections for many small files with a file cache of four:
+    connection sockets and the cache's files trade descriptor numbers all
+    the time, on every vproc. Every body must arrive whole. (A number's state
+    reset by a close on another vproc once cut bodies off here, about one
+    in 100,000: docs/knot.md.)"""
+    flags = ("--fd-cache", "4")
+    FILES = 64
+
+    @classmethod
+    def populate(cls, root):
+        cls.sizes = {}
+        for i in range(cls.FILES):
+            size = 1 + (i * 37) % 300
+            cls.sizes[f"c{i}"] = size
+            write_file(root, f"c{i}", bytes([65 + i % 26]) * size)
+
+    def test_every_body_arrives_whole(self):
+        deadline = time.monotonic() + slow(2)
+        results, lock = [], threading.Lock()
+
+        def client(seed):
+            n, bad = 0, []
+            while time.monotonic() < deadline and n < 20000:
+                name = f"c{(seed * 7919 + n * 31) % self.FILES}"
+                try:
+                    with socket.create_connection((HOST, self.port), timeout=slow(10)) as s:
+                        s.sendall(f"GET /{name} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                        data = b""
+                        while chunk := s.recv(65536):
+                            data += chunk
+                except OSError as e:
+                    bad.append(f"{name}: {e!r}")
+                    break
+                head, _, body = data.partition(b"\r\n\r\n")
+                if not head.startswith(b"HTTP/1.1 200 ") or len(body) != self.sizes[name]:
+                    bad.append(f"{name}: {head[:40]!r}..., {len(body)} of {self.sizes[name]} body bytes")
+                n += 1
+            with lock:
+                results.append((n, bad))
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(slow(30))
+        self.assertFalse(any(t.is_alive() for t in threads))
+        bad = [b for _, bs in results for b in bs]
+        total = sum(n for n, _ in results)
+        self.assertEqual(bad, [], f"{len(bad)} of {total} responses cut short")
+        self.assertGreater(total, 100)
+
+
 class SlowClientTest(KnotTestCase):
     """Clients that stop reading stall their own downloads, nobody else's.
 
