@@ -116,9 +116,14 @@ def parse_args(argv):
     return a
 
 
-def server_cmd(system, bins, cpu, root, buf, tap_spec):
+def server_cmd(system, bins, cpu, root, buf, tap_spec, times=None):
+    """The server's command line as kb.Server wants it; with `times` (a file
+    name), the server writes its own connection times into its temporary
+    directory when it stops (smallserver --times)."""
     def cmd(port, tmp):
         base = [bins["smallserver"], "--port", str(port), "--root", root, "--buf", str(buf), "--quiet"]
+        if times:
+            base += ["--times", os.path.join(tmp, times)]
         if system == "nptl":
             return ["taskset", "-c", str(cpu)] + base
         env = [f"WEFT_POLICY={system}"] + ([f"WEFT_TAP={tap_spec}"] if system == "tap" and tap_spec else [])

@@ -2,7 +2,8 @@
 """fig8.py's client plan and its sums: a file's load is split over enough
 httperf processes that none can run out of descriptors before its
 connections time out, and the reports of a file's processes add up (counts
-summed, the mean connection time weighted by the connections each served).
+summed, the mean connection time weighted by the connections each served), and the server's own times (its p99 from the
+histogram).
 """
 import os
 import sys
@@ -47,6 +48,16 @@ expect(st["timeouts"] == 4 and st["errors"] == 6, f"timeouts and other errors ap
 expect(st["errors_by_kind"] == {"client-timo": 4, "fd-unavail": 6}, f"errors by kind: {st['errors_by_kind']}")
 want = round((10.0 * 90 + 30.0 * 300) / 390, 1)
 expect(st["connection_ms"] == want, f"mean connection time weighted by replies: {st['connection_ms']} != {want}")
+
+# The server's own times: the mean as given, the p99 at the end of its bucket.
+hist = [0] * 40
+hist[10] = 98    # [512, 1024) µs
+hist[12] = 2     # [2048, 4096) µs: the top 2 %
+t = fig8.server_times({"sizes": {"1024": {"count": 100, "mean_ms": 0.71234, "hist": hist}}})
+expect(t == {"1024": {"count": 100, "mean_ms": 0.712, "p99_ms": 4.096}}, f"server times: {t}")
+hist[12], hist[11] = 0, 2  # now the top 2 % in [1024, 2048) µs
+t = fig8.server_times({"sizes": {"1024": {"count": 100, "mean_ms": 0.7, "hist": hist}}})
+expect(t["1024"]["p99_ms"] == 2.048, f"p99 bucket: {t}")
 
 if failures:
     for f in failures:

@@ -4,7 +4,7 @@
  * C and pthreads, nothing of weft's: bench/tap/fig7.py runs the same binary
  * on NPTL and, unmodified, on weft threads under weft-run (FIFO or TAP).
  *
- *   smallserver --port N --root DIR [--buf 512] [--quiet]
+ *   smallserver --port N --root DIR [--buf 512] [--times FILE] [--quiet]
  *
  * Replies: 200 with the file, 400 for a request that is not "GET /path"
  * within 8 KiB, 404 for a path that does not open as a regular file under
@@ -12,7 +12,13 @@
  * opened once and paths resolved beneath it). A full descriptor table is
  * survived: accept waits 10 ms and tries again. SIGTERM/SIGINT end it with
  * exit 0 after printing the count of connections served (a thread takes
- * them with sigwait, which works the same on NPTL and under weft-run). */
+ * them with sigwait, which works the same on NPTL and under weft-run).
+ *
+ * --times FILE: the server's own connection time, accept to close, per size
+ * of file served (200 replies), written to FILE as JSON when it stops: per
+ * size the count, the mean and a histogram in power-of-two microseconds.
+ * The TAP paper's Figs. 8-9 plot this time; a client's view of it adds the
+ * client's own scheduling, which on a saturated client CPU can swamp it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -35,13 +41,72 @@ static int root_fd = -1;
 static size_t buf_size = 512;
 static atomic_long served;
 
+/* --times: per file size, connections and their accept-to-close times. */
+enum { kTimeSlots = 64, kBuckets = 40 }; /* bucket b: [2^(b-1), 2^b) µs; 0: under 1 µs */
+struct size_times {
+    atomic_llong size_plus1; /* 0: a free slot */
+    atomic_llong count, total_ns;
+    atomic_llong hist[kBuckets];
+};
+static struct size_times times[kTimeSlots];
+static const char *times_path;
+
+static unsigned long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+static void record_time(long long size, unsigned long long ns) {
+    for (int i = 0; i < kTimeSlots; ++i) {
+        struct size_times *t = &times[i];
+        long long k = atomic_load_explicit(&t->size_plus1, memory_order_acquire), want = 0;
+        if (k == 0 && atomic_compare_exchange_strong(&t->size_plus1, &want, size + 1)) k = size + 1;
+        else if (k == 0) k = want; /* another thread took the slot: for which size? */
+        if (k != size + 1) continue;
+        unsigned long long us = ns / 1000;
+        int b = 0;
+        while (us && b < kBuckets - 1) us >>= 1, ++b;
+        atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->total_ns, (long long)ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->hist[b], 1, memory_order_relaxed);
+        return;
+    }
+    /* more sizes than slots: not recorded */
+}
+
+static void write_times(void) {
+    if (!times_path) return;
+    FILE *f = fopen(times_path, "w");
+    if (!f) {
+        fprintf(stderr, "smallserver: --times %s: %s\n", times_path, strerror(errno));
+        return;
+    }
+    fputs("{\"unit\": \"accept to close\", \"buckets\": \"b: [2^(b-1), 2^b) us, 0: under 1 us\", \"sizes\": {", f);
+    int first = 1;
+    for (int i = 0; i < kTimeSlots; ++i) {
+        struct size_times *t = &times[i];
+        long long k = atomic_load(&t->size_plus1), n = atomic_load(&t->count);
+        if (!k || !n) continue;
+        fprintf(f, "%s\n  \"%lld\": {\"count\": %lld, \"mean_ms\": %.4f, \"hist\": [", first ? "" : ",", k - 1, n,
+                (double)atomic_load(&t->total_ns) / (double)n / 1e6);
+        for (int b = 0; b < kBuckets; ++b) fprintf(f, "%s%lld", b ? ", " : "", atomic_load(&t->hist[b]));
+        fputs("]}", f);
+        first = 0;
+    }
+    fputs("\n}}\n", f);
+    fclose(f);
+}
+
 static void usage(FILE *f) {
-    fputs("usage: smallserver --port N --root DIR [--buf BYTES] [--quiet]\n"
+    fputs("usage: smallserver --port N --root DIR [--buf BYTES] [--times FILE] [--quiet]\n"
           "A thread-per-connection HTTP/1.0 file server without a cache (the TAP paper's Fig. 7):\n"
           "every request opens its file and copies it in BUF-byte reads and writes (default 512).\n"
           "  --port N     TCP port on 127.0.0.1 (0: any; the port is printed)\n"
           "  --root DIR   the document root\n"
           "  --buf BYTES  read and write size, 1..65536 (default 512)\n"
+          "  --times FILE on stopping, write each file size's connection times (accept to\n"
+          "               close, as served by this server) to FILE as JSON\n"
           "  --quiet      print nothing but errors\n",
           f);
 }
@@ -93,30 +158,31 @@ static int open_beneath(const char *path) {
     return fd;
 }
 
-static void serve(int fd) {
+/* The size of the file sent whole with a 200, else -1. */
+static long long serve(int fd) {
     char req[8192];
     size_t have = 0;
     char *end = NULL;
     while (!end) {
         size_t want = sizeof req - 1 - have;
-        if (want == 0) return reply_status(fd, "400 Bad Request");
+        if (want == 0) return reply_status(fd, "400 Bad Request"), -1;
         if (want > buf_size) want = buf_size;
         ssize_t r = read(fd, req + have, want);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return;
+        if (r <= 0) return -1;
         have += (size_t)r;
         req[have] = '\0';
         end = strstr(req, "\r\n\r\n");
         if (!end) end = strstr(req, "\n\n");
     }
-    if (strncmp(req, "GET /", 5) != 0) return reply_status(fd, "400 Bad Request");
+    if (strncmp(req, "GET /", 5) != 0) return reply_status(fd, "400 Bad Request"), -1;
     char *path = req + 4, *sp = strpbrk(path, " \r\n");
-    if (!sp || *sp != ' ') return reply_status(fd, "400 Bad Request");
+    if (!sp || *sp != ' ') return reply_status(fd, "400 Bad Request"), -1;
     *sp = '\0';
     char *q = strchr(path, '?');
     if (q) *q = '\0';
     int file = open_beneath(path);
-    if (file < 0) return reply_status(fd, "404 Not Found");
+    if (file < 0) return reply_status(fd, "404 Not Found"), -1;
     struct stat st;
     fstat(file, &st);
     char head[160];
@@ -124,21 +190,35 @@ static void serve(int fd) {
                                         "Content-Length: %lld\r\nConnection: close\r\n\r\n",
                      (long long)st.st_size);
     char *buf = malloc(buf_size);
+    long long sent = -1;
     if (buf && write_all(fd, head, (size_t)n) == 0) {
-        for (;;) {
+        for (sent = 0;;) {
             ssize_t r = read(file, buf, buf_size);
             if (r < 0 && errno == EINTR) continue;
-            if (r <= 0 || write_all(fd, buf, (size_t)r) != 0) break;
+            if (r == 0) break;
+            if (r < 0 || write_all(fd, buf, (size_t)r) != 0) {
+                sent = -1;
+                break;
+            }
+            sent += r;
         }
     }
     free(buf);
     close(file);
+    return sent == (long long)st.st_size ? sent : -1;
 }
 
+struct conn {
+    int fd;
+    unsigned long long accepted_ns;
+};
+
 static void *connection(void *arg) {
-    int fd = (int)(intptr_t)arg;
-    serve(fd);
-    close(fd);
+    struct conn c = *(struct conn *)arg;
+    free(arg);
+    long long size = serve(c.fd);
+    close(c.fd);
+    if (times_path && size >= 0) record_time(size, now_ns() - c.accepted_ns);
     atomic_fetch_add(&served, 1);
     return NULL;
 }
@@ -149,6 +229,7 @@ static void *signal_watcher(void *arg) {
     sigset_t *set = arg;
     int sig = 0;
     sigwait(set, &sig);
+    write_times();
     if (!quiet) printf("smallserver: %s: stopped after %ld connections\n", strsignal(sig), atomic_load(&served));
     fflush(stdout);
     exit(0);
@@ -172,6 +253,9 @@ int main(int argc, char **argv) {
             ++i;
         } else if (!strcmp(a, "--root") && v) {
             root = v;
+            ++i;
+        } else if (!strcmp(a, "--times") && v) {
+            times_path = v;
             ++i;
         } else if (!strcmp(a, "--buf") && v) {
             long b;
@@ -231,8 +315,12 @@ int main(int argc, char **argv) {
             }
             continue; /* EINTR, ECONNABORTED, ... */
         }
+        unsigned long long at = times_path ? now_ns() : 0;
+        struct conn *c = malloc(sizeof *c);
         pthread_t t;
-        if (pthread_create(&t, &attr, connection, (void *)(intptr_t)fd) != 0) {
+        if (c) *c = (struct conn){fd, at};
+        if (!c || pthread_create(&t, &attr, connection, c) != 0) {
+            free(c);
             reply_status(fd, "503 Service Unavailable");
             close(fd);
         }
