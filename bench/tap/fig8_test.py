@@ -53,11 +53,13 @@ expect(st["connection_ms"] == want, f"mean connection time weighted by replies: 
 hist = [0] * 40
 hist[10] = 98    # [512, 1024) µs
 hist[12] = 2     # [2048, 4096) µs: the top 2 %
-t = fig8.server_times({"sizes": {"1024": {"count": 100, "mean_ms": 0.71234, "hist": hist}}})
-expect(t == {"1024": {"count": 100, "mean_ms": 0.712, "p99_ms": 4.096}}, f"server times: {t}")
+t = fig8.server_times({"sizes": {"1024": {"count": 100, "mean_ms": 0.71234, "stamped": 100,
+                                          "arrival_mean_ms": 0.80049, "hist": hist}}})
+expect(t == {"1024": {"count": 100, "mean_ms": 0.712, "arrival_ms": 0.8, "p99_ms": 4.096}}, f"server times: {t}")
 hist[12], hist[11] = 0, 2  # now the top 2 % in [1024, 2048) µs
-t = fig8.server_times({"sizes": {"1024": {"count": 100, "mean_ms": 0.7, "hist": hist}}})
-expect(t["1024"]["p99_ms"] == 2.048, f"p99 bucket: {t}")
+t = fig8.server_times({"sizes": {"1024": {"count": 100, "mean_ms": 0.7, "stamped": 0, "arrival_mean_ms": 0,
+                                          "hist": hist}}})
+expect(t["1024"]["p99_ms"] == 2.048 and t["1024"]["arrival_ms"] is None, f"p99 bucket, no stamps: {t}")
 
 if failures:
     for f in failures:

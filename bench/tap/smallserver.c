@@ -14,11 +14,14 @@
  * exit 0 after printing the count of connections served (a thread takes
  * them with sigwait, which works the same on NPTL and under weft-run).
  *
- * --times FILE: the server's own connection time, accept to close, per size
- * of file served (200 replies), written to FILE as JSON when it stops: per
- * size the count, the mean and a histogram in power-of-two microseconds.
- * The TAP paper's Figs. 8-9 plot this time; a client's view of it adds the
- * client's own scheduling, which on a saturated client CPU can swamp it. */
+ * --times FILE: the server's own connection times per size of file served
+ * (200 replies), written to FILE as JSON when it stops: accept to close (the
+ * TAP paper's measure), and arrival to close, arrival being the earlier of
+ * the accept and the kernel's receive timestamp of the request's first
+ * bytes (SO_TIMESTAMPNS), so that a wait in the listen queue counts too.
+ * Per size: the count, the means and a histogram of arrival to close in
+ * power-of-two microseconds. A client's view adds its own scheduling, which on a
+ * saturated client CPU can swamp the server's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -45,30 +48,37 @@ static atomic_long served;
 enum { kTimeSlots = 64, kBuckets = 40 }; /* bucket b: [2^(b-1), 2^b) µs; 0: under 1 µs */
 struct size_times {
     atomic_llong size_plus1; /* 0: a free slot */
-    atomic_llong count, total_ns;
-    atomic_llong hist[kBuckets];
+    atomic_llong count, total_ns; /* accept to close */
+    atomic_llong stamped, total_req_ns; /* arrival to close, for those with a receive timestamp */
+    atomic_llong hist[kBuckets];  /* arrival to close (accept to close without a timestamp) */
 };
 static struct size_times times[kTimeSlots];
 static const char *times_path;
 
-static unsigned long long now_ns(void) {
+static unsigned long long clock_ns(clockid_t c) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(c, &ts);
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
+static unsigned long long now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
-static void record_time(long long size, unsigned long long ns) {
+/* ns: accept to close; req_ns: arrival to close, 0 if unknown. */
+static void record_time(long long size, unsigned long long ns, unsigned long long req_ns) {
     for (int i = 0; i < kTimeSlots; ++i) {
         struct size_times *t = &times[i];
         long long k = atomic_load_explicit(&t->size_plus1, memory_order_acquire), want = 0;
         if (k == 0 && atomic_compare_exchange_strong(&t->size_plus1, &want, size + 1)) k = size + 1;
         else if (k == 0) k = want; /* another thread took the slot: for which size? */
         if (k != size + 1) continue;
-        unsigned long long us = ns / 1000;
+        unsigned long long us = (req_ns ? req_ns : ns) / 1000;
         int b = 0;
         while (us && b < kBuckets - 1) us >>= 1, ++b;
         atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&t->total_ns, (long long)ns, memory_order_relaxed);
+        if (req_ns) {
+            atomic_fetch_add_explicit(&t->stamped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&t->total_req_ns, (long long)req_ns, memory_order_relaxed);
+        }
         atomic_fetch_add_explicit(&t->hist[b], 1, memory_order_relaxed);
         return;
     }
@@ -82,14 +92,17 @@ static void write_times(void) {
         fprintf(stderr, "smallserver: --times %s: %s\n", times_path, strerror(errno));
         return;
     }
-    fputs("{\"unit\": \"accept to close\", \"buckets\": \"b: [2^(b-1), 2^b) us, 0: under 1 us\", \"sizes\": {", f);
+    fputs("{\"hist\": \"arrival to close (accept to close if not stamped); bucket b: [2^(b-1), 2^b) us, 0: under 1 us\", "
+          "\"sizes\": {", f);
     int first = 1;
     for (int i = 0; i < kTimeSlots; ++i) {
         struct size_times *t = &times[i];
         long long k = atomic_load(&t->size_plus1), n = atomic_load(&t->count);
         if (!k || !n) continue;
-        fprintf(f, "%s\n  \"%lld\": {\"count\": %lld, \"mean_ms\": %.4f, \"hist\": [", first ? "" : ",", k - 1, n,
-                (double)atomic_load(&t->total_ns) / (double)n / 1e6);
+        long long st = atomic_load(&t->stamped);
+        fprintf(f, "%s\n  \"%lld\": {\"count\": %lld, \"mean_ms\": %.4f, \"stamped\": %lld, \"arrival_mean_ms\": %.4f, \"hist\": [",
+                first ? "" : ",", k - 1, n, (double)atomic_load(&t->total_ns) / (double)n / 1e6, st,
+                st ? (double)atomic_load(&t->total_req_ns) / (double)st / 1e6 : 0.0);
         for (int b = 0; b < kBuckets; ++b) fprintf(f, "%s%lld", b ? ", " : "", atomic_load(&t->hist[b]));
         fputs("]}", f);
         first = 0;
@@ -105,8 +118,8 @@ static void usage(FILE *f) {
           "  --port N     TCP port on 127.0.0.1 (0: any; the port is printed)\n"
           "  --root DIR   the document root\n"
           "  --buf BYTES  read and write size, 1..65536 (default 512)\n"
-          "  --times FILE on stopping, write each file size's connection times (accept to\n"
-          "               close, as served by this server) to FILE as JSON\n"
+          "  --times FILE on stopping, write each file size's connection times as this server\n"
+          "               saw them (accept to close, and arrival to close) to FILE as JSON\n"
           "  --quiet      print nothing but errors\n",
           f);
 }
@@ -158,8 +171,29 @@ static int open_beneath(const char *path) {
     return fd;
 }
 
-/* The size of the file sent whole with a 200, else -1. */
-static long long serve(int fd) {
+/* A read that, with --times, also takes the kernel's receive timestamp of
+ * the bytes (CLOCK_REALTIME ns) into *stamp_ns, if there is one. */
+static ssize_t read_stamped(int fd, char *p, size_t n, unsigned long long *stamp_ns) {
+    if (!times_path || *stamp_ns) return read(fd, p, n);
+    struct iovec iov = {p, n};
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t r = recvmsg(fd, &m, 0);
+    for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            *stamp_ns = (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+        }
+    return r;
+}
+
+/* The size of the file sent whole with a 200, else -1; *stamp_ns: when the
+ * request's first bytes arrived (with --times; 0 if not known). */
+static long long serve(int fd, unsigned long long *stamp_ns) {
     char req[8192];
     size_t have = 0;
     char *end = NULL;
@@ -167,7 +201,7 @@ static long long serve(int fd) {
         size_t want = sizeof req - 1 - have;
         if (want == 0) return reply_status(fd, "400 Bad Request"), -1;
         if (want > buf_size) want = buf_size;
-        ssize_t r = read(fd, req + have, want);
+        ssize_t r = read_stamped(fd, req + have, want, stamp_ns);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) return -1;
         have += (size_t)r;
@@ -210,15 +244,21 @@ static long long serve(int fd) {
 
 struct conn {
     int fd;
-    unsigned long long accepted_ns;
+    unsigned long long accepted_ns, accepted_real_ns; /* CLOCK_MONOTONIC, CLOCK_REALTIME */
 };
 
 static void *connection(void *arg) {
     struct conn c = *(struct conn *)arg;
     free(arg);
-    long long size = serve(c.fd);
+    unsigned long long stamp = 0;
+    long long size = serve(c.fd, &stamp);
     close(c.fd);
-    if (times_path && size >= 0) record_time(size, now_ns() - c.accepted_ns);
+    if (times_path && size >= 0) {
+        /* arrival: the request's receive time, or the accept if that came first */
+        unsigned long long real = clock_ns(CLOCK_REALTIME);
+        unsigned long long arrived = stamp && stamp < c.accepted_real_ns ? stamp : c.accepted_real_ns;
+        record_time(size, now_ns() - c.accepted_ns, stamp && arrived < real ? real - arrived : 0);
+    }
     atomic_fetch_add(&served, 1);
     return NULL;
 }
@@ -281,6 +321,7 @@ int main(int argc, char **argv) {
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (times_path) setsockopt(lfd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one); /* accepted sockets inherit it */
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof addr;
@@ -315,10 +356,10 @@ int main(int argc, char **argv) {
             }
             continue; /* EINTR, ECONNABORTED, ... */
         }
-        unsigned long long at = times_path ? now_ns() : 0;
+        unsigned long long at = times_path ? now_ns() : 0, at_real = times_path ? clock_ns(CLOCK_REALTIME) : 0;
         struct conn *c = malloc(sizeof *c);
         pthread_t t;
-        if (c) *c = (struct conn){fd, at};
+        if (c) *c = (struct conn){fd, at, at_real};
         if (!c || pthread_create(&t, &attr, connection, c) != 0) {
             free(c);
             reply_status(fd, "503 Service Unavailable");
