@@ -103,6 +103,41 @@ TEST(Tap, NetAppointmentsAreReleasedByLevelOnePerClock) {
     EXPECT_EQ("BEDCAF", got);
 }
 
+// Aging under class=weft is earliest deadline first: a call is due at the
+// clock it was queued at plus level x age. X asks at level 4 and A-E at
+// level 1 (each write moves the level down one), all in the same clock, one
+// NET appointment per clock, age 1: A-E are all due before X, so X goes
+// last. (Before 2026-11-29 the most urgent level did not age: X, aged past
+// level-1 calls that had waited as long, went before E, "ABCDXE" — and an
+// accept waiting at level 0 gave way the same way.)
+TEST(Tap, AgingServesTheEarliestDeadlineFirst) {
+    std::string got;
+    ASSERT_EQ(0, run_tap("ratio=8:1:1,class=weft,levels=8,age=1", [&] {
+        int sv[2];
+        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+        const int levels[] = {3, 0, 0, 0, 0, 0};
+        const char names[] = "XABCDE";
+        std::vector<weft_thread_t> ts(6);
+        for (int i = 0; i < 6; ++i)
+            ASSERT_EQ(0, spawn(&ts[size_t(i)], [&, i] {
+                EXPECT_EQ(0, weft_tap_set_level(levels[i]));
+                EXPECT_EQ(1, weft_write(sv[0], &names[i], 1));
+                return nullptr;
+            }));
+        for (auto &t : ts) join(t);
+        char buf[16];
+        ssize_t n = read(sv[1], buf, sizeof buf);
+        ASSERT_EQ(6, n);
+        got.assign(buf, size_t(n));
+        const weft_tap_stats_t s = tap_stats();
+        EXPECT_EQ(5u, s.by_level[2][1]); // A-E
+        EXPECT_EQ(1u, s.by_level[2][4]); // X
+        close(sv[0]);
+        close(sv[1]);
+    }));
+    EXPECT_EQ("ABCDEX", got);
+}
+
 // The ratio: a clock's CPU turn releases at most `ratio CPU` threads. Twelve
 // threads each run three times, writing a byte between runs (a NET
 // appointment); every run notes the clock count it ran at. No clock has more

@@ -151,22 +151,28 @@ struct TapState {
         queued[c->kind][c->level].sub();
     }
     // The level to serve next in calendar `cal`: the most urgent non-empty
-    // one; under Weft, the head of a less urgent level counts one level more
-    // urgent for every `age` clocks it has waited (ties: the more urgent
-    // level), so that every call is served within (levels - 1) * age clocks
-    // of the most urgent traffic.
+    // one; under Weft, the head of every level (its oldest) counts one level
+    // more urgent for every `age` clocks it has waited (ties: the more urgent
+    // level). That is earliest deadline first, a call's deadline being the
+    // clock it was queued at plus level x age: a call waits at most for the
+    // calls due before it, and urgent traffic that is itself backed up keeps
+    // its lead. (Until 2026-11-29 the most urgent level did not age, so under
+    // a backlog an accept at level 0 gave way to every call that had aged
+    // past it, and new connections waited in the listen queue: docs/tap.md.)
     unsigned level_to_serve(uint8_t cal) {
         uint32_t bits = nonempty[cal];
         unsigned best = static_cast<unsigned>(__builtin_ctz(bits));
         if (cfg.cls != TapClass::Weft) return best;
         const uint64_t now = clocks.get();
-        long best_eff = best;
+        auto eff = [&](unsigned lvl) {
+            uint64_t since = cal == kTapCpu ? cpu_since(cpu[lvl].head) : list(cal, lvl).head->since;
+            return static_cast<long>(lvl) - static_cast<long>((now - since) / cfg.age);
+        };
+        long best_eff = eff(best);
         for (bits &= bits - 1; bits; bits &= bits - 1) {
             unsigned lvl = static_cast<unsigned>(__builtin_ctz(bits));
-            uint64_t since = cal == kTapCpu ? cpu_since(cpu[lvl].head) : list(cal, lvl).head->since;
-            long eff = static_cast<long>(lvl) - static_cast<long>((now - since) / cfg.age);
-            if (eff < best_eff) {
-                best_eff = eff;
+            if (long e = eff(lvl); e < best_eff) {
+                best_eff = e;
                 best = lvl;
             }
         }

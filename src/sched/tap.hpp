@@ -41,7 +41,7 @@ enum class TapClass : uint8_t {
     Constant, // never: shaping off
     Shape,    // the paper's: an accept resets to 0, every other call lowers by one
     Boost,    // the paper's variant: an accept sets the lowest level, every call raises by one
-    Weft,     // Shape, and a call waiting `age` clocks in a calendar is served as one level more urgent per `age`
+    Weft,     // Shape, and every call is served as one level more urgent per `age` clocks it has waited
 };
 
 struct TapConfig {
