@@ -44,7 +44,7 @@ weft_tap_stats_t tap_stats() {
 }
 
 TEST(Tap, BadSettingsAreRefusedWithAMessage) {
-    for (const char *bad : {"ratio=0:1:1", "ratio=5:4", "ratio=5:4:0", "class=fast", "levels=0", "levels=33",
+    for (const char *bad : {"ratio=0:1:1", "ratio=5:4", "ratio=5:4:0", "class=fast", "class=shares", "levels=0", "levels=33",
                             "age=0", "rate=1:2", "burst=0", "colour=blue", "ratio", "locks=maybe"}) {
         weft_config cfg;
         weft_config_init(&cfg);
@@ -136,6 +136,35 @@ TEST(Tap, AgingServesTheEarliestDeadlineFirst) {
         close(sv[1]);
     }));
     EXPECT_EQ("ABCDEX", got);
+}
+
+// class=share: stride scheduling over the levels, level l served 2^(-l/2)
+// as often as level 0. A-F ask at level 1 and X-Z at level 3, all in the
+// same clock, one NET appointment per clock: two level-1 calls for each
+// level-3 one, ties to the more urgent level, and nobody waits for a level
+// to empty.
+TEST(Tap, ShareServesTheLevelsInProportion) {
+    std::string got;
+    ASSERT_EQ(0, run_tap("ratio=16:1:1,class=share,levels=8", [&] {
+        int sv[2];
+        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+        const char names[] = "ABCDEFXYZ";
+        std::vector<weft_thread_t> ts(9);
+        for (int i = 0; i < 9; ++i)
+            ASSERT_EQ(0, spawn(&ts[size_t(i)], [&, i] {
+                EXPECT_EQ(0, weft_tap_set_level(i < 6 ? 0 : 2));
+                EXPECT_EQ(1, weft_write(sv[0], &names[i], 1));
+                return nullptr;
+            }));
+        for (auto &t : ts) join(t);
+        char buf[16];
+        ssize_t n = read(sv[1], buf, sizeof buf);
+        ASSERT_EQ(9, n);
+        got.assign(buf, size_t(n));
+        close(sv[0]);
+        close(sv[1]);
+    }));
+    EXPECT_EQ("AXBCYDEZF", got);
 }
 
 // The ratio: a clock's CPU turn releases at most `ratio CPU` threads. Twelve
@@ -334,7 +363,9 @@ TEST(Tap, ACallQueuedWhenItsDescriptorIsClosedIsNotMadeOnTheNumbersNextFile) {
             EXPECT_EQ(-1, r) << io;
             EXPECT_EQ(EBADF, e) << io;
             char c = 0;
-            if (reused) EXPECT_EQ(1, read(p[0], &c, 1)) << io << ": the byte was left for its owner";
+            if (reused) {
+                EXPECT_EQ(1, read(p[0], &c, 1)) << io << ": the byte was left for its owner";
+            }
             close(p[0]);
             close(p[1]);
             close(sv[1]);
@@ -377,7 +408,9 @@ TEST(Tap, ADiskCallQueuedWhenItsFileIsClosedIsNotMadeOnTheNumbersNextFile) {
             join(t);
             EXPECT_EQ(-1, r) << io;
             EXPECT_EQ(EBADF, e) << io;
-            if (reused) EXPECT_NE(-1, pb.mismatch(got.data(), 0, got.size())) << io << ": it read the next file";
+            if (reused) {
+                EXPECT_NE(-1, pb.mismatch(got.data(), 0, got.size())) << io << ": it read the next file";
+            }
             close(g);
         }, io));
     }

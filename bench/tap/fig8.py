@@ -10,7 +10,7 @@ running threads ("shape") gave small files low latency but starved the
 large ones until their clients reset them.
 
 Here: bench/tap/smallserver (--buf 5120) under weft-run with WEFT_POLICY=tap
-and each classification (WEFT_TAP=class=const|shape|boost|weft), beside the
+and each classification (WEFT_TAP=class=const|shape|boost|weft|share), beside the
 same binary on NPTL and on weft's FIFO. Per point (system, rate): httperf
 for every file at once (rate/18 connections/s per file, one request per
 connection, --timeout T), pinned to --cpu-client, each file's load split
@@ -48,7 +48,7 @@ sys.path.insert(0, HERE)
 import fig7  # noqa: E402  (the server's command, httperf, the web harness's pieces)
 
 wb, kb, log, fmt = fig7.wb, fig7.kb, fig7.log, fig7.fmt
-SYSTEMS = ("nptl", "fifo", "tap-const", "tap-shape", "tap-boost", "tap-weft")
+SYSTEMS = ("nptl", "fifo", "tap-const", "tap-shape", "tap-boost", "tap-weft", "tap-share")
 SIZES = [round(1024 + i * (90 - 1) * 1024 / 17) for i in range(18)]  # 1 KiB .. 90 KiB
 DEFAULT_RATES = "3000,6000,8000,9000,10000,11000"
 # Debian's httperf watches at most FD_SETSIZE (1,024) descriptors; a process
@@ -237,7 +237,7 @@ def render(doc):
           f"- Date: {doc['date']}. Machine: {doc['machine']}.",
           f"- bench/tap/smallserver --buf {s['buf']} (a kernel thread per connection, no cache) serving 18 files of "
           f"{SIZES[0]:,}-{SIZES[-1]:,} B; nptl on the kernel's threads, the others under weft-run (fifo; tap with "
-          "WEFT_TAP=class=const|shape|boost|weft). Server on CPU "
+          "WEFT_TAP=class=const|shape|boost|weft|share). Server on CPU "
           f"{s['cpu_server']}; httperf for each file (--close-with-reset, --timeout {s['timeout']:g}), split over "
           f"enough processes that none holds more than {HTTPERF_FDS:,} connections, on CPU {s['cpu_client']}, "
           f"{s['duration']} s of arrivals per point.",
@@ -297,9 +297,9 @@ def plot(doc, path):
                             marker=".", label=x)
             axes[2][j].plot([z / 1024 for z, t in zip(SIZES, st) if t],
                             [served_pct(t) for t in st if t], marker=".", label=x)
-        axes[0][j].set(title=f"{rate:,} conn/s: connection time at the server (arrival to close)",
+        axes[0][j].set(title=f"{rate:,} conn/s: server, arrival to close",
                        xlabel="file KiB", ylabel="ms", yscale="log")
-        axes[1][j].set(title=f"{rate:,} conn/s: connection time at the client", xlabel="file KiB", ylabel="ms")
+        axes[1][j].set(title=f"{rate:,} conn/s: client, connect to close", xlabel="file KiB", ylabel="ms")
         axes[2][j].set(title=f"{rate:,} conn/s: connections served", xlabel="file KiB", ylabel="%")
         for a in (axes[0][j], axes[1][j], axes[2][j]):
             a.grid(alpha=0.3)

@@ -103,7 +103,7 @@ typedef struct weft_config {
     const char *tap;     /* WEFT_TAP; threading by appointment's settings, for policy
                             "tap" (docs/tap.md): "key=value,..." with ratio=C:D:N
                             (appointments per clock in the CPU, DISK and NET calendars;
-                            default 5:4:1), class=const|shape|boost|weft (how a
+                            default 5:4:1), class=const|shape|boost|weft|share (how a
                             thread's level moves; default weft), levels=1..32
                             (default 16), age=N (clocks per level of aging, class
                             weft; default 8), rate=C:D:N (appointments per second

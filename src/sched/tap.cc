@@ -15,6 +15,7 @@
 #include "sched/tap.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -86,6 +87,13 @@ struct TapState {
     FifoQueue lane;                              // CPU: threads in an appointment with a mutex (TAP locking)
     CallList calls[2][kMaxLevels];               // DISK, NET: parked threads' calls
     uint32_t nonempty[kTapCalendars] = {};       // bit per level with something queued
+    // Share: stride scheduling over the levels of each calendar. A level's
+    // pass advances by its stride at each appointment; the non-empty level
+    // with the smallest pass goes next. vtime: the pass last served, where a
+    // level that was empty starts again (no credit banked while idle).
+    uint64_t pass[kTapCalendars][kMaxLevels] = {};
+    uint64_t vtime[kTapCalendars] = {};
+    uint64_t stride[kMaxLevels] = {};
     size_t count[kTapCalendars] = {};
     uint8_t phase = kTapCpu;
     uint32_t budget = 0;                         // appointments left in this turn
@@ -115,8 +123,13 @@ struct TapState {
             return;
         }
         cpu[lvl].push(t);
-        nonempty[kTapCpu] |= 1u << lvl;
+        wake_level(kTapCpu, lvl);
         queued[kTapCpu][lvl].add();
+    }
+    // lvl of calendar cal has something queued (again).
+    void wake_level(uint8_t cal, unsigned lvl) {
+        if (!(nonempty[cal] & (1u << lvl)) && pass[cal][lvl] < vtime[cal]) pass[cal][lvl] = vtime[cal];
+        nonempty[cal] |= 1u << lvl;
     }
     // t, ready in CPU at its level, has just come into an appointment with a
     // mutex: into the lane now (a scan of its level: rare).
@@ -139,7 +152,7 @@ struct TapState {
         c->phase = TapCall::Queued;
         c->since = clocks.get();
         list(c->kind, c->level).push(c);
-        nonempty[c->kind] |= 1u << c->level;
+        wake_level(c->kind, c->level);
         ++count[c->kind];
         queued[c->kind][c->level].add();
     }
@@ -162,6 +175,7 @@ struct TapState {
     unsigned level_to_serve(uint8_t cal) {
         uint32_t bits = nonempty[cal];
         unsigned best = static_cast<unsigned>(__builtin_ctz(bits));
+        if (cfg.cls == TapClass::Share) return share_level(cal, bits, best);
         if (cfg.cls != TapClass::Weft) return best;
         const uint64_t now = clocks.get();
         auto eff = [&](unsigned lvl) {
@@ -176,6 +190,17 @@ struct TapState {
                 best = lvl;
             }
         }
+        return best;
+    }
+    // Share: the non-empty level with the smallest pass (ties: the more
+    // urgent), which then advances by its stride.
+    unsigned share_level(uint8_t cal, uint32_t bits, unsigned best) {
+        for (uint32_t b = bits & (bits - 1); b; b &= b - 1) {
+            unsigned lvl = static_cast<unsigned>(__builtin_ctz(b));
+            if (pass[cal][lvl] < pass[cal][best]) best = lvl;
+        }
+        vtime[cal] = pass[cal][best];
+        pass[cal][best] += stride[best];
         return best;
     }
     Tcb *pop_cpu() {
@@ -235,7 +260,8 @@ struct TapState {
         switch (cfg.cls) {
         case TapClass::Constant: break;
         case TapClass::Shape:
-        case TapClass::Weft: lvl = accept ? 0 : (lvl < bottom ? lvl + 1 : bottom); break;
+        case TapClass::Weft:
+        case TapClass::Share: lvl = accept ? 0 : (lvl < bottom ? lvl + 1 : bottom); break;
         case TapClass::Boost: lvl = accept ? bottom : (lvl > 0 ? lvl - 1 : 0); break;
         }
         set_level(t, lvl);
@@ -353,6 +379,9 @@ void *tap_create(Vproc *vp) {
     st->vp = vp;
     st->cfg = vp->rt->cfg.tap;
     st->budget = st->cfg.ratio[kTapCpu];
+    // Share: level l's weight is 2^(-l/2) of level 0's, so its stride is
+    // 2^(l/2) units (level 15 gets 1/181 of level 0's turns, never none).
+    for (unsigned l = 0; l < kMaxLevels; ++l) st->stride[l] = static_cast<uint64_t>(1024.0 * std::exp2(l / 2.0));
     st->refill.fire = [](Timer *) {}; // only wakes the vproc: the clock looks again
     vp->tap = st;
     return st;
@@ -652,7 +681,8 @@ bool parse_tap_spec(const char *spec, TapConfig *out, char *err, size_t errlen) 
             else if (!std::strcmp(v, "shape")) c.cls = TapClass::Shape;
             else if (!std::strcmp(v, "boost")) c.cls = TapClass::Boost;
             else if (!std::strcmp(v, "weft")) c.cls = TapClass::Weft;
-            else return fail("class: expected const, shape, boost or weft", item.c_str());
+            else if (!std::strcmp(v, "share")) c.cls = TapClass::Share;
+            else return fail("class: expected const, shape, boost, weft or share", item.c_str());
         } else if (key == "levels") {
             uint32_t n;
             if (!number(v, &n, 1, kMaxLevels)) return fail("levels: expected 1..32", item.c_str());

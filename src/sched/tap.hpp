@@ -42,6 +42,7 @@ enum class TapClass : uint8_t {
     Shape,    // the paper's: an accept resets to 0, every other call lowers by one
     Boost,    // the paper's variant: an accept sets the lowest level, every call raises by one
     Weft,     // Shape, and every call is served as one level more urgent per `age` clocks it has waited
+    Share,    // Shape's levels, served by stride scheduling: level l gets 2^(-l/2) of level 0's share
 };
 
 struct TapConfig {
