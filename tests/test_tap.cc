@@ -67,40 +67,50 @@ TEST(Tap, StatsSayWhenThePolicyIsNotTap) {
     EXPECT_EQ(EPERM, weft_tap_stats(-1, &s));
 }
 
-// Four threads at levels 3, 0, 2, 1 (constant classification) each write
-// their letter to one socket. One NET appointment per clock: the writes
-// land in level order, whatever order the threads made them in; equal
-// levels keep the order they came in.
-TEST(Tap, NetAppointmentsAreReleasedByLevelOnePerClock) {
+// Thread i sets its level to levels[i] and writes names[i] to one socket,
+// all in the same clock, under the policy `spec`: the letters in the order
+// their writes were released. check(stats) runs once all are done; with
+// level_stays, each thread's level must not have moved (class=const).
+std::string release_order(const char *spec, std::vector<int> levels, const char *names,
+                          std::function<void(const weft_tap_stats_t &)> check = {}, bool level_stays = false) {
     std::string got;
-    ASSERT_EQ(0, run_tap("ratio=8:1:1,class=const,levels=4", [&] {
+    EXPECT_EQ(0, run_tap(spec, [&] {
         int sv[2];
         ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-        const int levels[] = {3, 0, 2, 1, 0, 3};
-        const char names[] = "ABCDEF";
-        std::vector<weft_thread_t> ts(6);
-        for (int i = 0; i < 6; ++i)
-            ASSERT_EQ(0, spawn(&ts[size_t(i)], [&, i] {
+        std::vector<weft_thread_t> ts(levels.size());
+        for (size_t i = 0; i < ts.size(); ++i)
+            ASSERT_EQ(0, spawn(&ts[i], [&, i] {
                 EXPECT_EQ(0, weft_tap_set_level(levels[i]));
                 EXPECT_EQ(1, weft_write(sv[0], &names[i], 1));
-                EXPECT_EQ(levels[i], weft_tap_level()); // const: the level stays
+                if (level_stays) {
+                    EXPECT_EQ(levels[i], weft_tap_level());
+                }
                 return nullptr;
             }));
         for (auto &t : ts) join(t);
-        char buf[16];
+        char buf[64];
         ssize_t n = read(sv[1], buf, sizeof buf);
-        ASSERT_EQ(6, n);
+        ASSERT_EQ(ssize_t(ts.size()), n);
         got.assign(buf, size_t(n));
-        const weft_tap_stats_t s = tap_stats();
+        if (check) check(tap_stats());
+        close(sv[0]);
+        close(sv[1]);
+    }));
+    return got;
+}
+
+// Six threads at levels 3, 0, 2, 1, 0, 3 (constant classification). One NET
+// appointment per clock: the writes land in level order, whatever order the
+// threads made them in; equal levels keep the order they came in.
+TEST(Tap, NetAppointmentsAreReleasedByLevelOnePerClock) {
+    auto check = [](const weft_tap_stats_t &s) {
         EXPECT_GE(s.clocks, 6u) << "one NET appointment per clock";
         EXPECT_EQ(2u, s.by_level[2][0]); // B, E
         EXPECT_EQ(1u, s.by_level[2][1]); // D
         EXPECT_EQ(1u, s.by_level[2][2]); // C
         EXPECT_EQ(2u, s.by_level[2][3]); // A, F
-        close(sv[0]);
-        close(sv[1]);
-    }));
-    EXPECT_EQ("BEDCAF", got);
+    };
+    EXPECT_EQ("BEDCAF", release_order("ratio=8:1:1,class=const,levels=4", {3, 0, 2, 1, 0, 3}, "ABCDEF", check, true));
 }
 
 // Aging under class=weft is earliest deadline first: a call is due at the
@@ -111,31 +121,11 @@ TEST(Tap, NetAppointmentsAreReleasedByLevelOnePerClock) {
 // level-1 calls that had waited as long, went before E, "ABCDXE" — and an
 // accept waiting at level 0 gave way the same way.)
 TEST(Tap, AgingServesTheEarliestDeadlineFirst) {
-    std::string got;
-    ASSERT_EQ(0, run_tap("ratio=8:1:1,class=weft,levels=8,age=1", [&] {
-        int sv[2];
-        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-        const int levels[] = {3, 0, 0, 0, 0, 0};
-        const char names[] = "XABCDE";
-        std::vector<weft_thread_t> ts(6);
-        for (int i = 0; i < 6; ++i)
-            ASSERT_EQ(0, spawn(&ts[size_t(i)], [&, i] {
-                EXPECT_EQ(0, weft_tap_set_level(levels[i]));
-                EXPECT_EQ(1, weft_write(sv[0], &names[i], 1));
-                return nullptr;
-            }));
-        for (auto &t : ts) join(t);
-        char buf[16];
-        ssize_t n = read(sv[1], buf, sizeof buf);
-        ASSERT_EQ(6, n);
-        got.assign(buf, size_t(n));
-        const weft_tap_stats_t s = tap_stats();
+    auto check = [](const weft_tap_stats_t &s) {
         EXPECT_EQ(5u, s.by_level[2][1]); // A-E
         EXPECT_EQ(1u, s.by_level[2][4]); // X
-        close(sv[0]);
-        close(sv[1]);
-    }));
-    EXPECT_EQ("ABCDEX", got);
+    };
+    EXPECT_EQ("ABCDEX", release_order("ratio=8:1:1,class=weft,levels=8,age=1", {3, 0, 0, 0, 0, 0}, "XABCDE", check));
 }
 
 // class=share: stride scheduling over the levels, level l served 2^(-l/2)
@@ -144,27 +134,8 @@ TEST(Tap, AgingServesTheEarliestDeadlineFirst) {
 // level-3 one, ties to the more urgent level, and nobody waits for a level
 // to empty.
 TEST(Tap, ShareServesTheLevelsInProportion) {
-    std::string got;
-    ASSERT_EQ(0, run_tap("ratio=16:1:1,class=share,levels=8", [&] {
-        int sv[2];
-        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-        const char names[] = "ABCDEFXYZ";
-        std::vector<weft_thread_t> ts(9);
-        for (int i = 0; i < 9; ++i)
-            ASSERT_EQ(0, spawn(&ts[size_t(i)], [&, i] {
-                EXPECT_EQ(0, weft_tap_set_level(i < 6 ? 0 : 2));
-                EXPECT_EQ(1, weft_write(sv[0], &names[i], 1));
-                return nullptr;
-            }));
-        for (auto &t : ts) join(t);
-        char buf[16];
-        ssize_t n = read(sv[1], buf, sizeof buf);
-        ASSERT_EQ(9, n);
-        got.assign(buf, size_t(n));
-        close(sv[0]);
-        close(sv[1]);
-    }));
-    EXPECT_EQ("AXBCYDEZF", got);
+    EXPECT_EQ("AXBCYDEZF",
+              release_order("ratio=16:1:1,class=share,levels=8", {0, 0, 0, 0, 0, 0, 2, 2, 2}, "ABCDEFXYZ"));
 }
 
 // The ratio: a clock's CPU turn releases at most `ratio CPU` threads. Twelve
