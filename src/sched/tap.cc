@@ -15,7 +15,6 @@
 #include "sched/tap.hpp"
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -381,7 +380,8 @@ void *tap_create(Vproc *vp) {
     st->budget = st->cfg.ratio[kTapCpu];
     // Share: level l's weight is 2^(-l/2) of level 0's, so its stride is
     // 2^(l/2) units (level 15 gets 1/181 of level 0's turns, never none).
-    for (unsigned l = 0; l < kMaxLevels; ++l) st->stride[l] = static_cast<uint64_t>(1024.0 * std::exp2(l / 2.0));
+    // (1448 = 1024 x sqrt 2, in integers: no libm for the static library's users.)
+    for (unsigned l = 0; l < kMaxLevels; ++l) st->stride[l] = (l % 2 ? uint64_t{1448} : uint64_t{1024}) << (l / 2);
     st->refill.fire = [](Timer *) {}; // only wakes the vproc: the clock looks again
     vp->tap = st;
     return st;
