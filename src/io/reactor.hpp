@@ -69,6 +69,10 @@ public:
     virtual bool flush() { return false; }
     // True when poll() needs no system call (so calling it often is free).
     virtual bool cheap_poll() const { return false; }
+    // True when poll() would find something to deliver, told without a
+    // system call (false when the backend cannot tell so cheaply): an idle
+    // vproc's spin watches it.
+    virtual bool pending() const { return false; }
     virtual void poll() = 0;
     virtual void wait(uint64_t deadline) = 0;
     virtual void wake() = 0;

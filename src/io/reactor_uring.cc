@@ -70,6 +70,9 @@ public:
     const char *name() const override { return "uring"; }
     bool can_submit() const override { return true; }
     bool cheap_poll() const override { return true; }
+    bool pending() const override {
+        return io_uring_cq_ready(&ring_) || (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN);
+    }
 
     // Owner's thread only (requests from other vprocs are queued).
     int arm(int fd, FdState *s, uint32_t events) override {
