@@ -302,7 +302,7 @@ bool Vproc::spin_for_work(uint64_t deadline) {
     for (;;) {
         for (int i = 0; i < 64; ++i) {
             if (!inbox.empty() || rt->stopping.load(std::memory_order_relaxed)) return true;
-            if (reactor->pending()) {
+            if (cheap && reactor->pending()) {
                 reactor->poll();
                 return true;
             }
@@ -310,8 +310,7 @@ bool Vproc::spin_for_work(uint64_t deadline) {
         }
         if (now_ns() >= until) return false;
         if (io_waiters && !cheap) {
-            stats.io_waits.add();
-            reactor->poll();
+            poll(); // a zero-timeout reap, as between dispatches
             if (!nothing_ready()) return true;
         } else {
             sched_yield();
