@@ -88,6 +88,7 @@ import random
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -549,6 +550,36 @@ def slope_kb(runs, server):
     return round(sum((n - mx) * (k - my) for n, k in pts) / sum((n - mx) ** 2 for n, _ in pts), 2)
 
 
+def reserved_per_conn(specs, args, notes):
+    """Bytes each server reserves per connection it can hold, at start, before any connection: in no
+    growth under load, so the figures above leave it out. nginx allocates its connection and event
+    structures for every worker_connections slot (20,000 here); measured now, as bench/vt/idle_memory.py
+    does it (idle anon at 20,000 slots less that at 1,024, over the difference). weft's servers reserve
+    nothing per connection (a frame, a stack or a thread is made when the connection comes)."""
+    out = {s["name"]: 0 for s in specs if s["kind"] != "nginx"}
+    ngx = [s["name"] for s in specs if s["kind"] == "nginx"]
+    if not ngx or args.smoke:
+        return out
+    import idle_memory  # noqa: E402  (imports this module: only here)
+    try:
+        got = idle_memory.nginx_slot_bytes(args.build, args.fileset)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        notes.append(f"nginx's bytes per worker_connections slot not measured ({e}): memory counted from growth only")
+        return out
+    log(f"nginx reserves {got['bytes_per_slot']:,} anon bytes per worker_connections slot at start "
+        f"(idle anon {got['idle_anon_kb']} KiB by slots)")
+    for name in ngx:
+        out[name] = got["bytes_per_slot"]
+    return out
+
+
+def with_reserved_kb(per_conn_kb, reserved, server):
+    """A per-connection figure plus what the server reserved per connection at start, KiB."""
+    if per_conn_kb is None or reserved is None or server not in reserved:
+        return None
+    return round(per_conn_kb + reserved[server] / 1024, 2)
+
+
 def ratio_rows(runs):
     """Per client count: vtserver against the best weft-knot, nginx and the pool, by req/s."""
     def get(pred, n):
@@ -632,16 +663,23 @@ def render(doc):
         at = sorted((r for r in runs if r["clients"] == top and r.get("anon_peak_kb") is not None),
                     key=lambda r: r["anon_per_conn_kb"])
         md += [f"## Memory per connection at {top} clients (smallest first)", "",
-               "| server | KiB/conn (anon peak - idle) | marginal KiB/conn | slope KiB/conn | VmRSS KiB/conn | "
-               "anon idle MiB | anon peak MiB |", "|---|---:|---:|---:|---:|---:|---:|"]
+               "| server | KiB/conn (anon peak - idle) | marginal KiB/conn | slope KiB/conn | "
+               "reserved at start, B/conn | slope + reserved KiB/conn | VmRSS KiB/conn | anon idle MiB | "
+               "anon peak MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        reserved = doc.get("reserved_bytes_per_conn") or {}
         for r in at:
+            slope = slope_kb(runs, r["server"])
+            res = reserved.get(r["server"])
             md.append(f"| {r['server']} | {fmt(r['anon_per_conn_kb'])} | {fmt(marginal_kb(runs, r))} | "
-                      f"{fmt(slope_kb(runs, r['server']))} | {fmt(r['rss_per_conn_kb'])} | "
+                      f"{fmt(slope)} | {'—' if res is None else f'{res:,}'} | "
+                      f"{fmt(with_reserved_kb(slope, reserved, r['server']))} | {fmt(r['rss_per_conn_kb'])} | "
                       f"{r['anon_idle_kb'] / 1024:,.1f} | {r['anon_peak_kb'] / 1024:,.1f} |")
         md += ["", f"Slope: the least-squares slope of anon peak over the points with >= {SLOPE_FROM} clients "
                "(what one more connection costs once every loop and worker has run; none with fewer than two "
-               "such points). nginx's connection structures are not in any of these: it allocates them for "
-               "worker_connections at start (in its idle anon).", ""]
+               "such points). nginx's connection structures are not in any of the growth figures: it allocates "
+               "them for worker_connections at start (in its idle anon); 'reserved at start' is that, per slot, "
+               "measured in the same run (idle anon at 20,000 slots less that at 1,024), and weft's servers "
+               "reserve nothing per connection before it comes.", ""]
     goal = doc.get("goal")
     if goal:
         md += ["## The goal", ""] + [f"- {g}" for g in goal] + [""]
@@ -653,7 +691,7 @@ def render(doc):
     return "\n".join(md)
 
 
-def goal_lines(runs, ratios, servers):
+def goal_lines(runs, ratios, servers, reserved=None):
     out = []
     for key, what in (("vt_over_knot", "the best weft-knot"), ("vt_over_nginx", "nginx")):
         have = [x for x in ratios if x[key] is not None]
@@ -680,6 +718,22 @@ def goal_lines(runs, ratios, servers):
                 out.append(f"smallest memory per connection at {top} clients, {label}: {best['server']} "
                            f"({fmt(key(best))} KiB)" + ("" if best["kind"] == "vtserver" else " -- not vtserver")
                            + "; " + ", ".join(f"{r['server']} {fmt(key(r))}" for r in sorted(have, key=key)))
+            # What a connection costs in all: its growth (marginal, slope) and what the server set aside
+            # for it at start (nginx's worker_connections slot), which no growth shows.
+            if reserved and any(reserved.values()):
+                slots = ", ".join(f"{n} {b:,} B" for n, b in reserved.items() if b)
+                for label, key in (("marginal", lambda r: marginal_kb(runs, r)),
+                                   ("slope", lambda r: slope_kb(runs, r["server"]))):
+                    whole = [(r, with_reserved_kb(key(r), reserved, r["server"])) for r in at]
+                    whole = sorted(((r, k) for r, k in whole if k is not None), key=lambda x: x[1])
+                    if not whole:
+                        continue
+                    best, k = whole[0]
+                    out.append(f"smallest memory per connection at {top} clients, {label} plus the bytes reserved "
+                               f"per connection at start ({slots} a worker_connections slot; weft's servers: none): "
+                               f"{best['server']} ({fmt(k)} KiB)"
+                               + ("" if best["kind"] == "vtserver" else " -- not vtserver")
+                               + "; " + ", ".join(f"{r['server']} {fmt(x)}" for r, x in whole))
     out.append("a shared 2-CPU VM whose disk is shared too: differences of a few percent (and, on the disk-bound "
                "points, more) are within its noise; see the rounds and re-runs in the JSON")
     return out
@@ -844,7 +898,7 @@ def rerender(args):
         doc = json.load(f)
     runs, servers = doc["runs"], doc["settings"]["servers"]
     doc["ratios"] = ratio_rows(runs)
-    doc["goal"] = goal_lines(runs, doc["ratios"], servers)
+    doc["goal"] = goal_lines(runs, doc["ratios"], servers, doc.get("reserved_bytes_per_conn"))
     md_path = os.path.splitext(args.json)[0] + ".md"
     doc.pop("plot", None)
     if args.png:
@@ -1044,6 +1098,7 @@ def run(args, specs, tools, bins, ctx, notes):
                     rec["round"] = rnd
                     runs.append(rec)
         runs = combine_rounds(runs) if args.repeat > 1 else runs
+        ctx.reserved = reserved_per_conn(specs, args, notes)
         total = time.monotonic() - t_start
         return write_outputs(args, specs, runs, ctx, facts, notes, set_bytes, nofile, total)
     finally:
@@ -1095,7 +1150,8 @@ def write_outputs(args, specs, runs, ctx, facts, notes, set_bytes, nofile, total
                         "command": " ".join(shlex.quote(x) for x in [sys.executable] + sys.argv)},
            "specs": specs, "commands": ctx.commands, "runs": runs, "ratios": ratios, "notes": notes,
            "total_seconds": round(total, 1)}
-    doc["goal"] = goal_lines(runs, ratios, servers)
+    doc["reserved_bytes_per_conn"] = getattr(ctx, "reserved", None)
+    doc["goal"] = goal_lines(runs, ratios, servers, doc["reserved_bytes_per_conn"])
     plot_path, plot_note = (None, None)
     if args.png:
         plot_path, plot_note = plot(runs, servers, args.png)
