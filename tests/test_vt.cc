@@ -757,6 +757,138 @@ TEST_P(VtOnVprocs, AnEventReleasesEveryWaiterOnEveryVproc) {
 
 // ---- frames ---------------------------------------------------------------------------
 
+// ---- cancellation ---------------------------------------------------------------
+
+vt::Task<ssize_t> read_one(int fd, char *c) { co_return co_await vt::read(fd, c, 1); } // a frame more
+
+struct CancelSeen {
+    ssize_t first = 0, second = 0;
+    int err1 = 0, err2 = 0;
+    char c = 0;
+};
+
+vt::Task<> cancellable_reader(int fd, CancelSeen *out) {
+    out->first = co_await read_one(fd, &out->c);
+    out->err1 = errno;
+    char c;
+    out->second = co_await vt::read(fd, &c, 1); // parks (a byte read before), or fails at once
+    out->err2 = errno;
+}
+
+vt::Task<> cancellable_sleeper(uint64_t ns, uint64_t *slept, int *saw) {
+    const uint64_t t0 = weft_now_ns();
+    co_await vt::sleep_for(ns);
+    *saw = vt::cancelled();
+    co_await vt::sleep_for(ns); // returns at once
+    *slept = weft_now_ns() - t0;
+}
+
+// Parked reads (on every vproc, some a coroutine deep) and sleeps end when
+// cancelled from a weft thread; what a read got before stays got; every
+// later I/O or sleep fails or returns at once; every frame goes back.
+TEST_P(VtOnVprocs, CancelEndsParkedReadsAndSleepsAndFreesTheirFrames) {
+    ASSERT_EQ(0, run([this] {
+        constexpr int kReaders = 20, kSleepers = 10;
+        const vt::Stats before = vt::stats();
+        EXPECT_FALSE(vt::cancelled()) << "a weft thread is no virtual thread";
+        int sv[kReaders][2];
+        std::vector<CancelSeen> seen(kReaders);
+        std::vector<uint64_t> slept(kSleepers, 0);
+        std::vector<int> saw(kSleepers, 0);
+        std::vector<vt::Handle> hs;
+        for (int i = 0; i < kReaders; ++i) {
+            ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]));
+            hs.push_back(vt::spawn_on(home(i), cancellable_reader(sv[i][1], &seen[i])));
+        }
+        for (int i = 0; i < kSleepers; ++i)
+            hs.push_back(vt::spawn_on(home(i), cancellable_sleeper(60 * wt::kSec, &slept[i], &saw[i])));
+        ASSERT_EQ(1, weft_write(sv[0][0], "x", 1)); // reader 0's first read gets it
+        weft_sleep_ns(30 * wt::kMs);                // every one parked
+        const uint64_t t0 = weft_now_ns();
+        for (auto &h : hs) h.cancel();
+        for (auto &h : hs) h.cancel(); // a second time: nothing
+        for (auto &h : hs) h.join();
+        EXPECT_LT(weft_now_ns() - t0, 30 * wt::kSec) << "a cancelled sleep ran its course";
+        EXPECT_EQ(1, seen[0].first);
+        EXPECT_EQ('x', seen[0].c);
+        for (int i = 1; i < kReaders; ++i) {
+            EXPECT_EQ(-1, seen[i].first) << "reader " << i;
+            EXPECT_EQ(ECANCELED, seen[i].err1) << "reader " << i;
+        }
+        for (int i = 0; i < kReaders; ++i) {
+            EXPECT_EQ(-1, seen[i].second) << "reader " << i;
+            EXPECT_EQ(ECANCELED, seen[i].err2) << "reader " << i;
+        }
+        for (int i = 0; i < kSleepers; ++i) {
+            EXPECT_EQ(1, saw[i]) << "sleeper " << i << " did not see vt::cancelled()";
+            EXPECT_LT(slept[i], 30 * wt::kSec) << "sleeper " << i;
+        }
+        const vt::Stats after = vt::stats();
+        EXPECT_EQ(before.live, after.live);
+        EXPECT_EQ(before.frame_bytes, after.frame_bytes) << "a cancelled thread's frames are still live";
+        // The descriptors work on: nothing of the cancelled waits is left on them.
+        for (int i = 0; i < kReaders; ++i) {
+            ASSERT_EQ(1, weft_write(sv[i][0], "y", 1));
+            char c = 0;
+            EXPECT_EQ(1, weft_read(sv[i][1], &c, 1));
+            EXPECT_EQ('y', c);
+            weft_close(sv[i][0]);
+            weft_close(sv[i][1]);
+        }
+    }));
+}
+
+vt::Task<> deadline_read(int fd, uint64_t deadline, ssize_t *r, int *err) {
+    char c;
+    *r = co_await vt::until(vt::read(fd, &c, 1), deadline);
+    *err = errno;
+}
+
+vt::Task<> send_all(int fd, const std::string *data, ssize_t *r, int *err) {
+    *r = co_await vt::write(fd, data->data(), data->size());
+    *err = errno;
+}
+
+// A cancelled wait with a deadline ends with ECANCELED and its timer goes
+// (ASan would see it fire on a freed frame); a transfer that moved bytes
+// returns them, as at a deadline; cancelling a finished one does nothing.
+TEST_P(VtOnVprocs, CancelEndsATimedWaitAndATransferReturnsWhatWent) {
+    ASSERT_EQ(0, run([this] {
+        int p[2];
+        ASSERT_EQ(0, pipe(p));
+        ssize_t r = 0;
+        int err = 0;
+        vt::Handle h = vt::spawn_on(other(), deadline_read(p[0], weft_now_ns() + 60 * wt::kMs, &r, &err));
+        weft_sleep_ns(10 * wt::kMs);
+        h.cancel();
+        h.join();
+        EXPECT_EQ(-1, r);
+        EXPECT_EQ(ECANCELED, err) << "not ended by the cancel";
+        weft_sleep_ns(80 * wt::kMs); // past the deadline: its timer must be gone
+
+        int sv[2];
+        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+        const std::string data(4 << 20, 'z'); // far more than the socket holds: the writer parks
+        vt::Handle w = vt::spawn_on(other(), send_all(sv[1], &data, &r, &err));
+        weft_sleep_ns(20 * wt::kMs);
+        w.cancel();
+        w.join();
+        EXPECT_GT(r, 0) << "errno " << err;
+        EXPECT_LT(r, static_cast<ssize_t>(data.size()));
+        w.cancel(); // finished (and joined): nothing
+
+        vt::Handle done = vt::spawn(read_result(sv[0], &r, &err)); // the bytes are there: it ends at once
+        weft_sleep_ns(10 * wt::kMs);
+        done.cancel();
+        done.join();
+        EXPECT_EQ(1, r) << "errno " << err;
+        weft_close(p[0]);
+        weft_close(p[1]);
+        weft_close(sv[0]);
+        weft_close(sv[1]);
+    }));
+}
+
 TEST(Vt, FramesGoBackToThePoolAndSizesAreRecorded) {
     ASSERT_EQ(0, wt::run(1, [] {
         const vt::Stats before = vt::stats();

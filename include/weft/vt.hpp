@@ -162,6 +162,19 @@ public:
 
     // From a weft thread (not a virtual thread): wait until it has finished.
     void join();
+    // Ask it to end, from any thread or virtual thread, on any vproc. Its
+    // I/O and sleeps become cancellation points: the wait it is parked in,
+    // if it is in an I/O operation or a sleep, ends now; from then on every
+    // I/O operation fails at once with ECANCELED (a transfer that moved
+    // bytes returns them, as at a deadline) and every sleep returns at once.
+    // Other waits (join, channels, events, on_thread, offload) end as they
+    // would; its next I/O or sleep then fails. The body sees the errors and
+    // returns, its frames freed on the way out (its destructors run): no
+    // frame is abandoned. Cooperative, as POSIX's cancellation points are:
+    // a body that ignores the errors, or computes without awaiting, runs
+    // on (it can ask vt::cancelled()). No-op once it has finished, or the
+    // second time.
+    void cancel() noexcept;
     // From a virtual thread: co_await h.
     bool await_ready() const noexcept;
     bool await_suspend(std::coroutine_handle<> h) noexcept;
@@ -171,6 +184,10 @@ public:
 private:
     VThread *v_ = nullptr;
 };
+
+// Whether the running virtual thread has been asked to end (Handle::cancel);
+// false outside a virtual thread.
+bool cancelled() noexcept;
 
 // Start body as a virtual thread on this vproc's loop (vproc: on that
 // one's). From a weft thread or a virtual thread.
@@ -202,7 +219,7 @@ struct IoOp {
     VThread *vt = nullptr;
     void *fdstate = nullptr;
     uint32_t seq = 0;
-    int16_t woke = 0;          // what the reactor said (0, EBADF), or ETIMEDOUT
+    int16_t woke = 0;          // what the reactor said (0, EBADF), or ETIMEDOUT, or ECANCELED
     bool offloaded = false;    // parked on offload_work, not on the descriptor
     // The reactor's IoWaiter and the vproc's Timer (for the deadline and
     // the timeout), in place; each finds its op by its offset in it.
@@ -332,7 +349,7 @@ struct SleepUntil {
     alignas(8) unsigned char timer[40]; // the vproc's Timer
     VThread *vt = nullptr;
     bool await_ready() const noexcept { return deadline <= weft_now_ns(); }
-    void await_suspend(std::coroutine_handle<> h) noexcept;
+    bool await_suspend(std::coroutine_handle<> h) noexcept; // false: cancelled, no sleep
     void await_resume() const noexcept {}
 };
 inline SleepUntil sleep_until(uint64_t deadline_ns) noexcept { return {deadline_ns, {}, nullptr}; }

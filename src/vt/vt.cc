@@ -275,15 +275,19 @@ struct VThread {
     };
     Loop *loop = nullptr;                 // the loop it runs on
     VThread *next = nullptr;              // in a queue
-    detail::IoOp *retry = nullptr;        // parked on a descriptor: try this first
+    // Parked on a descriptor: the op to try first when it runs. Parked in
+    // a sleep: that sleep's timer, tagged with kSleepTag (cancel() ends it).
+    detail::IoOp *retry = nullptr;
     Clue *clue = nullptr;                 // the clue it followed last (its stage)
     std::atomic<int> refs{2};             // the runtime's (until finished) and the Handle's
+    std::atomic<bool> cancelled{false};   // Handle::cancel was called (set once, any thread)
     // Who waits for its end: nobody, a virtual thread, a weft thread (the
     // address of a semaphore on its stack, tagged with weft_tag), or
     // done_mark() once it has ended. One exchange on each side.
     std::atomic<VThread *> joiner{nullptr};
 
     static constexpr uintptr_t weft_tag = 2; // (VThreads and semaphores are 8-aligned)
+    static constexpr uintptr_t kSleepTag = 1; // in `retry`: a sleep's timer, not an op (both 8-aligned)
     static VThread *done_mark() { return reinterpret_cast<VThread *>(uintptr_t{1}); }
     bool finished() const { return joiner.load(std::memory_order_acquire) == done_mark(); }
 
@@ -355,8 +359,17 @@ struct Loop {
     // any thread.
     std::atomic<bool> sleeping{false};
     wd::Tcb *thread = nullptr;             // the loop's weft thread, while sleeping is on
+    // Cancellations for virtual threads of this loop (Handle::cancel, from
+    // any thread): the wait each is parked in can only be ended here, on the
+    // vproc that owns its timer (a lock-free stack).
+    struct CancelNode {
+        VThread *v;
+        CancelNode *next;
+    };
+    std::atomic<CancelNode *> cancels{nullptr};
 
     explicit Loop(int v) : vp(v) {}
+    ~Loop(); // (after its runtime: drops cancellations nobody took)
 
     void wake() {
         if (sleeping.exchange(false, std::memory_order_seq_cst)) wd::wake(thread, 0, true);
@@ -368,7 +381,7 @@ struct Loop {
         thread = self;
         self->state = wd::ThreadState::Parked; // before a waker can see sleeping
         sleeping.store(true, std::memory_order_seq_cst);
-        if ((inbox.load(std::memory_order_seq_cst) || !active.empty()) &&
+        if ((inbox.load(std::memory_order_seq_cst) || cancels.load(std::memory_order_seq_cst) || !active.empty()) &&
             sleeping.exchange(false, std::memory_order_seq_cst)) { // taken back before any waker saw it
             self->state = wd::ThreadState::Running;
             return;
@@ -435,6 +448,7 @@ void finish(VThread *v) {
 }
 
 bool io_retry(detail::IoOp *op);
+wd::IoWaiter *waiter_of(detail::IoOp *op);
 
 std::atomic<int> clues_live{0}; // while any exists, the loops time what they run
 // The stage the running virtual thread is in (the clue it followed last)
@@ -452,7 +466,8 @@ void run_one(VThread *v) {
     if (v->retry) {
         detail::IoOp *op = v->retry;
         v->retry = nullptr;
-        if (!io_retry(op)) return; // parked again (a spurious event)
+        if (!(reinterpret_cast<uintptr_t>(op) & VThread::kSleepTag) && !io_retry(op))
+            return; // parked again (a spurious event)
     }
     add<uint64_t>(counters().resumes);
     Loop *l = v->loop;
@@ -477,6 +492,56 @@ void run_one(VThread *v) {
     }
 }
 
+// ---- cancellation (Handle::cancel) ----
+
+Loop *loop_of(const VThread *v) { return __atomic_load_n(&v->loop, __ATOMIC_ACQUIRE); } // Migrate moves it
+
+void post_cancel(Loop *l, Loop::CancelNode *n) {
+    Loop::CancelNode *h = l->cancels.load(std::memory_order_relaxed);
+    do n->next = h;
+    while (!l->cancels.compare_exchange_weak(h, n, std::memory_order_release, std::memory_order_relaxed));
+    l->wake();
+}
+
+// On l's weft thread, between resumes, so v is not running: end the wait v
+// is parked in, if it is an I/O operation's or a sleep's and nothing has
+// ended it yet. Anything else (ready, running nowhere, parked in another
+// kind of wait, finished) meets the flag at its next I/O or sleep.
+void interrupt(Loop *l, Loop::CancelNode *n) {
+    VThread *v = n->v;
+    if (Loop *at = loop_of(v); at != l) { // it moved on: the wait (if any) is that loop's
+        post_cancel(at, n);
+        return;
+    }
+    if (!v->finished() && v->retry) {
+        wd::Vproc *vp = wd::tls_vproc;
+        const auto bits = reinterpret_cast<uintptr_t>(v->retry);
+        if (bits & VThread::kSleepTag) {
+            auto *t = reinterpret_cast<wd::Timer *>(bits & ~VThread::kSleepTag);
+            if (t->armed()) { // else it fired: v is ready already
+                vp->timers.cancel(t);
+                make_ready(v);
+            }
+        } else if (detail::IoOp *op = v->retry; !op->offloaded &&
+                   wd::cancel_fd_async(vp, static_cast<wd::FdState *>(op->fdstate), waiter_of(op))) {
+            op->woke = ECANCELED; // io_retry ends it (and its deadline's timer)
+            make_ready(v);
+        }
+    }
+    unref(v);
+    delete n;
+}
+
+void take_cancels(Loop *l) {
+    if (!l->cancels.load(std::memory_order_relaxed)) return;
+    Loop::CancelNode *n = l->cancels.exchange(nullptr, std::memory_order_acquire);
+    while (n) {
+        Loop::CancelNode *next = n->next;
+        interrupt(l, n);
+        n = next;
+    }
+}
+
 constexpr int kPass = 256;
 constexpr uint64_t kPassNs = 1'000'000;
 
@@ -484,10 +549,14 @@ void *loop_main(void *arg) {
     Loop *l = static_cast<Loop *>(arg);
     for (;;) {
         l->take_inbox();
+        take_cancels(l);
         if (l->active.empty()) l->active.append(l->yielded);
         if (l->active.empty()) {
             uint64_t alone = 1; // no virtual thread left, anywhere: end (a spawn starts another)
-            if (l->state.compare_exchange_strong(alone, 0, std::memory_order_acq_rel)) return nullptr;
+            if (l->state.compare_exchange_strong(alone, 0, std::memory_order_acq_rel)) {
+                take_cancels(l); // (of threads that have ended: a later one waits for the next thread, or ~Loop)
+                return nullptr;
+            }
             l->sleep();
             continue;
         }
@@ -632,6 +701,28 @@ void Handle::join() {
     if (e) std::rethrow_exception(e);
 }
 
+void Handle::cancel() noexcept {
+    VThread *v = v_;
+    if (!v || v->finished() || v->cancelled.exchange(true, std::memory_order_acq_rel)) return;
+    // The flag first: a wait that begins from now on fails at once. The loop
+    // ends the one it may be parked in already (interrupt).
+    auto *n = new (std::nothrow) Loop::CancelNode{v, nullptr};
+    if (!n) return; // the flag still stops it at its next I/O or sleep
+    v->refs.fetch_add(1, std::memory_order_relaxed); // until the loop has looked
+    post_cancel(loop_of(v), n);
+}
+
+bool cancelled() noexcept { return tl_current && tl_current->cancelled.load(std::memory_order_relaxed); }
+
+Loop::~Loop() {
+    for (CancelNode *n = cancels.exchange(nullptr); n;) {
+        CancelNode *next = n->next;
+        unref(n->v);
+        delete n;
+        n = next;
+    }
+}
+
 bool Handle::await_ready() const noexcept { return !v_ || v_->finished(); }
 
 bool Handle::await_suspend(std::coroutine_handle<> h) noexcept {
@@ -665,14 +756,18 @@ struct SleepTimer {
 void sleep_fire(wd::Timer *t) { make_ready(reinterpret_cast<SleepTimer *>(t)->vt); }
 } // namespace
 
-void SleepUntil::await_suspend(std::coroutine_handle<> h) noexcept {
+bool SleepUntil::await_suspend(std::coroutine_handle<> h) noexcept {
     static_assert(sizeof(SleepTimer) <= sizeof timer, "SleepUntil::timer holds a SleepTimer");
     VThread *v = tl_current;
+    if (v->cancelled.load(std::memory_order_relaxed)) return false;
     v->resume = h;
     auto *st = new (timer) SleepTimer{};
     st->vt = v;
     st->timer.fire = sleep_fire;
     wd::tls_vproc->timers.arm(&st->timer, deadline);
+    static_assert(offsetof(SleepTimer, timer) == 0);
+    v->retry = reinterpret_cast<detail::IoOp *>(reinterpret_cast<uintptr_t>(&st->timer) | VThread::kSleepTag);
+    return true;
 }
 
 bool Migrate::await_ready() const noexcept { return vproc < 0 || vproc >= weft_vproc_count() || vproc == weft_vproc_self(); }
@@ -681,7 +776,7 @@ void Migrate::await_suspend(std::coroutine_handle<> h) noexcept {
     VThread *v = tl_current;
     v->resume = h;
     Loop *from = v->loop;
-    v->loop = loop_for_one_more(vproc);
+    __atomic_store_n(&v->loop, loop_for_one_more(vproc), __ATOMIC_RELEASE); // (Handle::cancel reads it anywhere)
     from->state.fetch_sub(2, std::memory_order_release); // its loop is running it: cannot end meanwhile
     add<uint64_t>(counters().migrations);
     make_ready(v); // from here on it may run there: not touched again
@@ -828,6 +923,10 @@ bool io_wait(detail::IoOp *op) {
     w->wake = io_wake;
     for (;;) {
         op->woke = 0;
+        if (op->vt->cancelled.load(std::memory_order_relaxed)) {
+            op->result = op->done_so_far() ? op->done_so_far() : -ECANCELED;
+            return false;
+        }
         op->vt->retry = op;
         if (op->deadline && op->deadline <= weft_now_ns()) {
             op->vt->retry = nullptr;
@@ -876,7 +975,7 @@ bool io_retry(detail::IoOp *op) {
     if (op->deadline || op->timeout) vp->timers.cancel(timer_of(op));
     if (op->woke) {
         const ssize_t done = op->done_so_far();
-        op->result = op->woke == ETIMEDOUT && done ? done : -op->woke;
+        op->result = (op->woke == ETIMEDOUT || op->woke == ECANCELED) && done ? done : -op->woke;
         return true;
     }
     try_once(vp, s, op);
@@ -888,6 +987,10 @@ bool io_retry(detail::IoOp *op) {
 namespace detail {
 
 bool IoOp::io_begin(IoOp *op) noexcept {
+    if (VThread *v = tl_current; v && v->cancelled.load(std::memory_order_relaxed)) {
+        op->result = -ECANCELED;
+        return true;
+    }
     wd::Vproc *vp = wd::tls_vproc;
     wd::FdState *s = vp ? wd::fd_state(vp, op->fd) : nullptr;
     if (!s || s->kind == wd::FdKind::Unknown || s->kind == wd::FdKind::File) {
