@@ -59,12 +59,17 @@ std::atomic<uint64_t> largest_frame{0};
 std::atomic<uint64_t> slab_bytes{0}; // Stats::pool_bytes
 thread_local ThreadCounters *tl_counters = nullptr;
 
+// Push n onto a lock-free stack linked through its `next` (any thread).
+template <class N> void push_front(std::atomic<N *> &head, N *n) {
+    N *h = head.load(std::memory_order_relaxed);
+    do n->next = h;
+    while (!head.compare_exchange_weak(h, n, std::memory_order_release, std::memory_order_relaxed));
+}
+
 ThreadCounters &counters() {
     if (__builtin_expect(tl_counters == nullptr, 0)) {
         auto *c = new ThreadCounters;
-        ThreadCounters *h = all_counters.load(std::memory_order_relaxed);
-        do c->next = h;
-        while (!all_counters.compare_exchange_weak(h, c, std::memory_order_release, std::memory_order_relaxed));
+        push_front(all_counters, c);
         tl_counters = c;
     }
     return *tl_counters;
@@ -426,9 +431,7 @@ void make_ready(VThread *v) {
     if (weft_vproc_self() == l->vp) {
         l->active.push(v);
     } else {
-        VThread *h = l->inbox.load(std::memory_order_relaxed);
-        do v->next = h;
-        while (!l->inbox.compare_exchange_weak(h, v, std::memory_order_release, std::memory_order_relaxed));
+        push_front(l->inbox, v);
     }
     l->wake();
 }
@@ -497,9 +500,7 @@ void run_one(VThread *v) {
 Loop *loop_of(const VThread *v) { return __atomic_load_n(&v->loop, __ATOMIC_ACQUIRE); } // Migrate moves it
 
 void post_cancel(Loop *l, Loop::CancelNode *n) {
-    Loop::CancelNode *h = l->cancels.load(std::memory_order_relaxed);
-    do n->next = h;
-    while (!l->cancels.compare_exchange_weak(h, n, std::memory_order_release, std::memory_order_relaxed));
+    push_front(l->cancels, n);
     l->wake();
 }
 
