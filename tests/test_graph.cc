@@ -1,6 +1,10 @@
 // The blocking graph's parts on their own: the moving average, and the walk
 // that names a blocking point (observe/graph.hpp). The graph of whole
 // programs is checked by Graph.KnownProgram (graph/graph_test.py).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -130,6 +134,7 @@ TEST(GraphWalk, ADeepRecursionGivesOneReturnAddressAllTheWay) {
 // --- the resource-aware policy's scheduler on synthetic forecasts ---
 
 #include "sched/fifo.hpp"
+#include "sched/kernel_door.hpp"
 #include "sched/resource.hpp"
 
 namespace {
@@ -527,6 +532,180 @@ TEST(ResourcePolicy, WeftAdmitNewRefusesAtTheDoorUnderABacklog) {
     EXPECT_EQ(run_door_case("resource", 10000), 0);
     EXPECT_EQ(run_door_case("fifo", 1), 0);
     EXPECT_EQ(weft_admit_new(), 1) << "outside weft_main";
+}
+
+// The door in the kernel (sched/kernel_door.hpp): the BPF program itself,
+// steered by hand, then weft_door_listen end to end.
+namespace {
+
+// A listening TCP socket on 127.0.0.1, any port; -1 on failure.
+int loopback_listener(uint16_t *port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || listen(fd, 4096) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+        close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+// n connections to port (plain system calls: on loopback the handshake, or
+// the reset, happens inside connect). How many were refused
+// (ECONNREFUSED); -1 for any other failure. Accepted ones are closed.
+int connects_refused(int lfd, uint16_t port, int n) {
+    int refused = 0;
+    for (int i = 0; i < n; ++i) {
+        int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (c < 0) return -1;
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(port);
+        int r = connect(c, reinterpret_cast<sockaddr *>(&a), sizeof a);
+        int e = errno;
+        close(c);
+        if (r == 0) {
+            int s = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+            if (s < 0) return -1;
+            close(s);
+        } else if (e == ECONNREFUSED) {
+            ++refused;
+        } else {
+            return -1;
+        }
+    }
+    return refused;
+}
+
+// Why a door could not be attached here, or nullptr if it can.
+const char *kernel_door_unavailable(int e) {
+    if (e == EPERM) return "the kernel door needs root (CAP_BPF and CAP_NET_ADMIN)";
+    if (e == EOPNOTSUPP) return "this kernel has no sk_lookup BPF programs (Linux 5.9)";
+    return nullptr;
+}
+
+} // namespace
+
+TEST(KernelDoor, RefusesItsShareOfItsPortAndNothingElse) {
+    {
+        KernelDoor d;
+        EXPECT_EQ(d.attach(-1), EBADF);
+        int pfd[2];
+        ASSERT_EQ(pipe(pfd), 0);
+        EXPECT_EQ(d.attach(pfd[0]), ENOTSOCK);
+        close(pfd[0]);
+        close(pfd[1]);
+        int udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        EXPECT_EQ(d.attach(udp), EINVAL) << "UDP";
+        close(udp);
+        int idle = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        EXPECT_EQ(d.attach(idle), EINVAL) << "not listening";
+        close(idle);
+    }
+    uint16_t port = 0, other_port = 0;
+    int lfd = loopback_listener(&port), other = loopback_listener(&other_port);
+    ASSERT_GE(lfd, 0);
+    ASSERT_GE(other, 0);
+    {
+        KernelDoor d;
+        int e = d.attach(lfd);
+        if (const char *why = kernel_door_unavailable(e)) {
+            close(lfd);
+            close(other);
+            GTEST_SKIP() << why;
+        }
+        ASSERT_EQ(e, 0) << std::strerror(e);
+        EXPECT_EQ(d.attach(lfd), EBUSY);
+        EXPECT_EQ(d.port(), port);
+
+        EXPECT_EQ(connects_refused(lfd, port, 100), 0) << "share 0: the door is open";
+        d.set_share(1.0);
+        EXPECT_EQ(d.share(), 1.0);
+        EXPECT_EQ(connects_refused(lfd, port, 100), 100) << "share 1: every SYN refused";
+        EXPECT_EQ(connects_refused(other, other_port, 50), 0) << "another port is not the door's";
+        EXPECT_EQ(d.refused(), 100u);
+        d.set_share(0.5);
+        int half = connects_refused(lfd, port, 400);
+        EXPECT_GE(half, 140) << "share 0.5 of 400 (binomial: 200 +- 10)";
+        EXPECT_LE(half, 260);
+        EXPECT_EQ(d.refused(), 100u + static_cast<uint64_t>(half));
+        d.set_share(-3); // clamped: open
+        EXPECT_EQ(d.share(), 0.0);
+        EXPECT_EQ(connects_refused(lfd, port, 50), 0);
+        d.set_share(1.0);
+    }
+    EXPECT_EQ(connects_refused(lfd, port, 50), 0) << "a door destroyed is detached";
+    close(lfd);
+    close(other);
+}
+
+// weft_door_listen end to end, with the backlog of door_refusals_under_a_backlog:
+// the door's share climbs and the kernel refuses connections to the port;
+// under FIFO it stays open. Returns the refusals, or <0: -2 set-up failed,
+// -3 the counter disagrees, -4 a connect failed otherwise, -100 - errno:
+// weft_door_listen refused.
+namespace {
+
+int kernel_door_under_a_backlog(void *) {
+    uint16_t port = 0;
+    int lfd = loopback_listener(&port);
+    if (lfd < 0) return -2;
+    if (int e = weft_door_listen(lfd)) {
+        close(lfd);
+        return -100 - e;
+    }
+    if (weft_door_listen(lfd) != EBUSY) return -2;
+    weft_thread_attr_t attr;
+    weft_thread_attr_init(&attr);
+    attr.detached = 1;
+    int refused = 0;
+    {
+        YieldingCompanion companion;
+        if (!companion.ok()) return -2;
+        for (int batch = 0; batch < 40; ++batch) { // 400 ms, as above
+            for (int i = 0; i < 100; ++i) {
+                weft_thread_t t;
+                if (weft_thread_create(&t, &attr, [](void *) -> void * { return nullptr; }, nullptr) != 0) return -2;
+            }
+            for (int i = 0; i < 100; ++i) {
+                spin(100'000);
+                weft_yield();
+                if (batch >= 30 && i % 5 == 0) { // 200 arrivals in the last 100 ms
+                    int r = connects_refused(lfd, port, 1);
+                    if (r < 0) return -4;
+                    refused += r;
+                }
+            }
+        }
+    }
+    close(lfd);
+    weft_stats_t st;
+    weft_stats_get(-1, &st);
+    if (static_cast<uint64_t>(refused) != st.door_refused) return -3;
+    if (st.admissions_shed != 0) return -3; // the kernel's refusals are not weft_admit_new's
+    return refused;
+}
+
+} // namespace
+
+TEST(ResourcePolicy, WeftDoorListenRefusesInTheKernelUnderABacklog) {
+    EXPECT_EQ(weft_door_listen(0), EPERM) << "outside weft_main";
+    int refused = run_under("resource", 1, 1, kernel_door_under_a_backlog);
+    if (refused <= -100)
+        if (const char *why = kernel_door_unavailable(-100 - refused)) GTEST_SKIP() << why;
+    // As for the door after accept: the CPU reading is real, three tries.
+    for (int attempt = 1; attempt < 3 && refused >= 0 && refused < 100; ++attempt)
+        refused = run_under("resource", 1, 1, kernel_door_under_a_backlog);
+    ASSERT_GE(refused, 0) << "kernel_door_under_a_backlog failed: " << refused;
+    EXPECT_GE(refused, 100) << "of 200 connects behind a backlog several times the target, in the best of 3 tries";
+    EXPECT_EQ(run_under("resource", 10000, 1, kernel_door_under_a_backlog), 0);
+    EXPECT_EQ(run_under("fifo", 1, 1, kernel_door_under_a_backlog), 0);
 }
 
 TEST(ResourcePolicy, ABadAdmissionTargetIsRefused) {

@@ -45,9 +45,11 @@ while the server uses under 20 % of its CPU. Two ways around it, both run:
 Each point runs on a fresh server (start, warm-up fetching every file of the
 set once with its bytes checked, then the load), the servers interleaved
 within every repetition and their order rotated; --reps repetitions, medians
-reported. The servers are servers.json entries (--servers, default knot-nb
-and knot-resource: knot-nb's flags with WEFT_POLICY=resource, which turns on
-the blocking graph recording every park). The policy of each is its env's
+reported. The servers are servers.json entries (--servers, default knot-nb,
+knot-resource: knot-nb's flags with WEFT_POLICY=resource, which turns on
+the blocking graph recording every park, and knot-resource-kdoor: the same
+with --door kernel, the door's refusals made by the kernel at the SYN,
+weft_door_listen). The policy of each is its env's
 WEFT_POLICY (fifo when unset). Per run the harness also reads the server's
 main thread's schedstat: CPU time and time spent runnable but waiting
 (run_delay; a throttled cgroup's time shows there), so cpu_demand = (CPU +
@@ -102,7 +104,7 @@ import fileset as fs  # noqa: E402
 log = kb.log
 SKIP = 77
 BENCHMARK = "web.overload"
-DEFAULT_SERVERS = ["knot-nb", "knot-resource"]
+DEFAULT_SERVERS = ["knot-nb", "knot-resource", "knot-resource-kdoor"]
 MODES = ("open", "closed")
 PRESETS = {
     "full": {"factors": [0.5, 1, 1.5, 2, 3], "duration": 10, "connections": [100, 1000, 5000, 10000],
@@ -610,7 +612,8 @@ def slim_stats(st):
         return None
     keep = {k: st[k] for k in ("connections", "requests", "timeouts", "status") if k in st}
     rt = st.get("runtime") or {}
-    keep["runtime"] = {k: rt[k] for k in ("switches", "threads_created", "threads_live", "io_parks") if k in rt}
+    keep["runtime"] = {k: rt[k] for k in ("switches", "threads_created", "threads_live", "io_parks",
+                                          "admissions_shed", "door_refused") if k in rt}
     return keep
 
 
@@ -1313,6 +1316,15 @@ def run(args, specs, tools, bins, ctx):
     busy = [r["client_cpu_busy"] for r in runs if r.get("client_cpu_busy") is not None]
     if ctx.waited:
         notes.append(f"{ctx.waited:.0f} s spent waiting for the CPUs to go quiet before runs")
+    for name in dict.fromkeys(r["server"] for r in runs):
+        mine = [r for r in runs if r["server"] == name and r.get("mode") == "open"]
+        spec = next((s for s in specs if s["name"] == name), {})
+        kernel = "--door" in spec.get("args", []) and "kernel" in spec.get("args", [])
+        door = sum(((r.get("weft_stats") or {}).get("runtime") or {}).get("door_refused", 0) for r in mine)
+        resets = sum((r.get("errors") or {}).get("connreset", 0) for r in mine)
+        if kernel and mine and not door and resets:
+            notes.append(f"{name}: its door in the kernel refused nothing and clients saw {resets:,} resets: "
+                         "weft_door_listen was refused (root and Linux 5.9 are needed), so it refused after accept")
     dist = sum(1 for r in runs if r.get("disturbed"))
     if dist:
         notes.append(f"{dist} of {len(runs)} runs were disturbed: other processes used more than {OTHERS_OK:.0%} of "

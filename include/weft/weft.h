@@ -450,6 +450,24 @@ int weft_admit(void);
  * admissions_shed with weft_admit. */
 int weft_admit_new(void);
 
+/* The door in the kernel: the same draw as weft_admit_new, made by the
+ * kernel as each new connection's SYN reaches listen_fd's port, so that a
+ * refused connection costs the server nothing — no accept, no socket, no
+ * reset sent from its CPU (refusing after accept cost about 9 us of it
+ * each, measured: docs/scheduling.md). The client's connect fails with
+ * ECONNREFUSED. The share refused follows the calling vproc's door; under
+ * policies without one (fifo, ...) nothing is refused. An acceptor of
+ * listen_fd then no longer asks weft_admit_new (it would refuse twice);
+ * weft_admit still bounds the wait of what the door lets in.
+ * It is a BPF program of type sk_lookup attached to the process's network
+ * namespace for as long as the process lives: it watches the port on
+ * every address of that namespace, another process's sockets on it
+ * included. One door per vproc. 0, or an errno: EPERM (outside weft_main,
+ * or no CAP_BPF and CAP_NET_ADMIN), EOPNOTSUPP (a kernel before 5.9),
+ * EINVAL (not a listening TCP socket), EBADF, ENOTSOCK, EBUSY (this vproc
+ * has a door already). Refusals are counted in door_refused. */
+int weft_door_listen(int listen_fd);
+
 /* ------------------------------------------------------------------ */
 /* Introspection                                                       */
 /* ------------------------------------------------------------------ */
@@ -505,6 +523,7 @@ typedef struct weft_stats {
     uint64_t migrations_in;    /* threads that moved here from another vproc */
     uint64_t migrations_out;   /* threads this vproc gave to another */
     uint64_t idle_wakeups;     /* times another kernel thread woke this vproc from its sleep */
+    uint64_t door_refused;     /* connections the door in the kernel refused (weft_door_listen) */
 } weft_stats_t;
 
 /* vproc >= 0: that vproc's counters; -1: the sum over all vprocs. EINVAL for

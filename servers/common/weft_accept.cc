@@ -145,11 +145,11 @@ std::string runtime_stats_json() {
                      " \"threads_created\": %llu, \"io_syscalls\": %llu, \"io_parks\": %llu, \"io_waits\": %llu,"
                      " \"io_completions\": %llu, \"sendfile_bytes\": %llu, \"offloaded\": %llu,"
                      " \"stacks_mapped\": %llu, \"stack_links\": %llu, \"stack_spare_hits\": %llu,"
-                     " \"stack_chunks\": %llu, \"admissions_shed\": %llu}",
+                     " \"stack_chunks\": %llu, \"admissions_shed\": %llu, \"door_refused\": %llu}",
                      weft_vproc_count(), weft_io_backend(), u(w.switches), u(w.threads_live), u(w.threads_created),
                      u(w.io_syscalls), u(w.io_parks), u(w.io_waits), u(w.io_completions), u(w.sendfile_bytes),
                      u(w.offloaded), u(w.stacks_mapped), u(w.stack_links), u(w.stack_spare_hits), u(w.stack_chunks),
-                     u(w.admissions_shed));
+                     u(w.admissions_shed), u(w.door_refused));
     std::string out(runtime, static_cast<size_t>(n < 0 ? 0 : n >= 768 ? 767 : n));
     weft_tap_stats_t t;
     if (weft_tap_stats(-1, &t) == 0) out += tap_stats_json(t);

@@ -43,6 +43,7 @@ struct Options : weft::srv::CommonOptions {
     int vprocs = 0;               // 0: weft_default_vprocs()
     std::string access_log;       // empty: none
     bool reuseport = true;
+    bool kernel_door = false;     // --door kernel: weft_door_listen, else weft_admit_new after accept
 };
 
 const char *mode_name(Mode m);

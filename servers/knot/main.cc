@@ -67,6 +67,10 @@ void usage(FILE *out) {
         "                           with WEFT_GRAPH=1 the blocking graph at /.weft/graph.{json,dot,svg}\n"
         "  --follow-symlinks        serve symlinks that lead outside the root (default: 403)\n"
         "  --no-reuseport           with several vprocs, share one listening socket\n"
+        "  --door accept|kernel     where connections are refused under overload (WEFT_POLICY=\n"
+        "                           resource): accept = accepted and reset (default); kernel =\n"
+        "                           the SYN refused by the kernel (weft_door_listen: needs root,\n"
+        "                           Linux 5.9; falls back to accept with a warning)\n"
         "  --quiet                  no start-up and shutdown lines on stdout\n"
         "  --help                   this text\n"
         "\n"
@@ -81,7 +85,7 @@ constexpr const char *kProg = "weft-knot";
 long parse_long(const char *opt, const char *s, long lo, long hi) { return weft::srv::parse_long(kProg, opt, s, lo, hi); }
 
 Options parse_options(int argc, char **argv) {
-    enum { kMode = weft::srv::kOwnOption, kThreads, kVprocs, kWorkers, kCacheMb, kAccessLog, kNoReuseport };
+    enum { kMode = weft::srv::kOwnOption, kThreads, kVprocs, kWorkers, kCacheMb, kAccessLog, kNoReuseport, kDoor };
     static const struct option own[] = {
         {"mode", required_argument, nullptr, kMode},
         {"threads", required_argument, nullptr, kThreads},
@@ -90,6 +94,7 @@ Options parse_options(int argc, char **argv) {
         {"cache-mb", required_argument, nullptr, kCacheMb},
         {"access-log", required_argument, nullptr, kAccessLog},
         {"no-reuseport", no_argument, nullptr, kNoReuseport},
+        {"door", required_argument, nullptr, kDoor},
         {nullptr, 0, nullptr, 0},
     };
     Options o;
@@ -108,6 +113,11 @@ Options parse_options(int argc, char **argv) {
         case kCacheMb: o.cache_mb = parse_long("--cache-mb", a, 0, 1 << 20); return true;
         case kAccessLog: o.access_log = a; return true;
         case kNoReuseport: o.reuseport = false; return true;
+        case kDoor:
+            if (!std::strcmp(a, "accept")) o.kernel_door = false;
+            else if (!std::strcmp(a, "kernel")) o.kernel_door = true;
+            else usage_error("--door is accept or kernel, not '%s'", a);
+            return true;
         default: return false;
         }
     }, usage);
@@ -126,6 +136,9 @@ struct Accepted {
 };
 
 void refuse(int fd) { weft::srv::refuse(accept_site, fd); }
+// --door kernel, attached: the kernel refuses at the SYN what the door
+// would, so the acceptors do not draw again.
+bool door_in_kernel = false;
 int accept_one(int lfd, Accepted *a) { return weft::srv::accept_one(accept_site, lfd, &a->peer); }
 
 // Past capacity the runtime may say to shed a connection rather than serve
@@ -168,7 +181,7 @@ void *acceptor(void *arg) {
             refuse(fd);
             continue;
         }
-        if (!weft_admit_new()) { // the door: a share of arrivals under overload
+        if (!door_in_kernel && !weft_admit_new()) { // the door: a share of arrivals under overload
             shed(fd);
             continue;
         }
@@ -253,6 +266,18 @@ int run(void *) {
     weft_thread_create(&watcher, nullptr, signal_watcher, nullptr);
     if (s.log) weft_thread_create(&flusher, nullptr, log_flusher, nullptr);
     int vprocs = weft_vproc_count();
+    if (s.opt.kernel_door) {
+        // One door for the port, steered by this (the first) vproc's load:
+        // several would each refuse their share of every arrival.
+        if (int e = weft_door_listen(s.listen_fds[0])) {
+            std::fprintf(stderr, "weft-knot: --door kernel: %s; refusing after accept instead\n",
+                         e == EOPNOTSUPP ? "this kernel has no sk_lookup BPF programs (Linux 5.9)"
+                         : e == EPERM    ? "not permitted (root, or CAP_BPF and CAP_NET_ADMIN, is needed)"
+                                         : std::strerror(e));
+        } else {
+            door_in_kernel = true;
+        }
+    }
     loops = weft::srv::start_accept_loops(kProg, s.opt.threads > 0 ? s.opt.threads : vprocs, s.listen_fds,
                                           s.listen_count, s.opt.threads > 0 ? accept_and_serve : acceptor,
                                           s.opt.threads > 0 ? "knot" : "acceptor");

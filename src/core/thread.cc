@@ -6,6 +6,7 @@
 
 #include "core/park.hpp"
 #include "core/runtime.hpp"
+#include "sched/kernel_door.hpp"
 
 namespace weft::detail {
 
@@ -380,6 +381,20 @@ int weft_admit_new(void) {
     if (!vp || vp->fifo || !vp->pol->admit_new) return 1;
     if (vp->pol->admit_new(vp->pol_state)) return 1;
     vp->stats.shed.add();
+    return 0;
+}
+
+int weft_door_listen(int listen_fd) {
+    Vproc *vp = tls_vproc;
+    if (!vp) return EPERM;
+    if (vp->kernel_door.load(std::memory_order_relaxed)) return EBUSY;
+    auto *door = new (std::nothrow) KernelDoor;
+    if (!door) return ENOMEM;
+    if (int e = door->attach(listen_fd)) {
+        delete door;
+        return e;
+    }
+    vp->kernel_door.store(door, std::memory_order_release);
     return 0;
 }
 

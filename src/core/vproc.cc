@@ -9,6 +9,7 @@
 #include "core/park.hpp"
 #include "core/runtime.hpp"
 #include "observe/graph.hpp"
+#include "sched/kernel_door.hpp"
 
 namespace weft::detail {
 
@@ -64,6 +65,7 @@ void park_hooks_enter(Vproc *vp, Tcb *self, int reason, const void *site, void *
 Vproc::~Vproc() {
     pol->destroy(pol_state);
     delete graph;
+    delete kernel_door.load(std::memory_order_relaxed);
 }
 
 void Vproc::refill_thread_ids() {

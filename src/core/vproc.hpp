@@ -57,6 +57,7 @@ namespace weft::detail {
 
 struct Runtime;
 class BlockingGraph;
+class KernelDoor;
 
 // Dispatches between two polls of timers and inbox while threads are always
 // ready: amortises the clock read to well under 1 ns per switch while a
@@ -224,6 +225,9 @@ struct Vproc {
     // vproc only (plain adds), read by any: descriptors its threads opened
     // through weft less those they closed, and threads they created.
     LocalCount res_fds, res_threads;
+    // The door in the kernel (weft_door_listen, sched/kernel_door.hpp),
+    // owned; set once on this vproc, read by any (weft_stats_get).
+    std::atomic<KernelDoor *> kernel_door{nullptr};
 
     // --- scheduling: called on this vproc only ---
     void run_loop();              // until the runtime stops

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "core/runtime.hpp"
+#include "sched/kernel_door.hpp"
 
 using namespace weft::detail;
 
@@ -24,6 +25,7 @@ void add(weft_stats_t *out, const Vproc &vp) {
     out->sendfile_bytes += c.sendfile_bytes.get();
     out->offloaded += c.offloaded.get();
     out->admissions_shed += c.shed.get();
+    if (const KernelDoor *k = vp.kernel_door.load(std::memory_order_acquire)) out->door_refused += k->refused();
     out->steals += c.steals.get();
     out->steals_failed += c.steals_failed.get();
     out->migrations_in += c.migrations_in.get();

@@ -16,6 +16,7 @@
 
 #include "core/runtime.hpp"
 #include "observe/graph.hpp"
+#include "sched/kernel_door.hpp"
 #include "sched/policy.hpp"
 
 namespace weft::detail {
@@ -430,6 +431,7 @@ struct ResourceState {
         auto idles = static_cast<uint64_t>(vp->stats.idle_sleeps.get());
         if (idles != last_idles) door.halve();
         last_idles = idles;
+        if (KernelDoor *k = vp->kernel_door.load(std::memory_order_relaxed)) k->set_share(door.share());
     }
 };
 

@@ -124,6 +124,8 @@ public:
     // Draw: true to refuse this arrival.
     bool refuse();
     double p() const { return p_; }
+    // The share refused now: p while the CPU is over-booked, else 0.
+    double share() const { return over_ ? p_ : 0; }
     void halve() { p_ /= 2; }
 
 private:
