@@ -196,11 +196,15 @@ bench-knot: build
 	$(PYTHON) bench/web/idle_bench.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 # weft-knot offered more than it can serve, knot-nb (FIFO) against
-# knot-resource (WEFT_POLICY=resource): open-loop httperf sessions against the
-# server held to a share of its CPU by a cgroup (root), and closed-loop wrk up
-# to 10,000 connections (bench/web/overload.py; ~10 minutes, QUICK=1 ~3).
+# knot-resource (WEFT_POLICY=resource) with its door after accept and in the
+# kernel (--door kernel): open-loop httperf sessions against the server held
+# to a share of its CPU by a cgroup (root), and closed-loop wrk up to 10,000
+# connections (bench/web/overload.py; ~15 minutes, QUICK=1 ~4). First, what a
+# refusal costs the server each way (bench/web/refusal_cost.cc, ~5 s).
 bench-overload: build
 	@scripts/deps.sh wrk httperf
+	@mkdir -p results
+	$(BUILD)/bench/refusal-cost --json results/refusal_cost.json || test $$? -eq 77
 	$(PYTHON) bench/web/overload.py --build $(BUILD) --out-dir results $(if $(QUICK),--quick)
 
 # Two cores (issue 15): weft-knot with --vprocs 1 and 2 against nginx with 1

@@ -1109,7 +1109,7 @@ def parse_args(argv):
                     "overload.json, overload.run.json, overload.md and overload.png in --out-dir.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Full run: 5 loads x 2 servers x 2 reps of 10 s (open) + 4 connection counts x 2 x 2 of 5 s "
-               "(closed), about 9 minutes here (longer while it waits for quiet CPUs); --quick about 3; --smoke "
+               "(closed), about 15 minutes here with the three default servers (longer while it waits for quiet CPUs); --quick about 4; --smoke "
                "about 15 s.\n"
                "Exit status: 0 when every point has a value, 1 otherwise (or a tool missing), 77 for --smoke "
                "without httperf/wrk, 130 when interrupted.")
