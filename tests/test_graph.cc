@@ -488,26 +488,38 @@ TEST(ResourcePolicy, WeftAdmitShedsAThreadThatWaitedPastTheTarget) {
 // at the door; under FIFO, or with a target the delay never reaches, none is.
 namespace {
 
-int door_refusals_under_a_backlog(void *) {
+// Arrivals behind that backlog: `arrive` is asked 200 times in the last
+// 100 ms and says 1 for a refusal, 0 for an admission, < 0 for a failure
+// (returned). Returns the refusals, or -2 when the set-up failed.
+template <class Arrive>
+int refusals_under_a_backlog(Arrive &&arrive) {
     weft_thread_attr_t attr;
     weft_thread_attr_init(&attr);
     attr.detached = 1;
     int refused = 0;
-    {
-        YieldingCompanion companion;
-        if (!companion.ok()) return -2;
-        for (int batch = 0; batch < 40; ++batch) { // 400 ms
-            for (int i = 0; i < 100; ++i) {
-                weft_thread_t t;
-                if (weft_thread_create(&t, &attr, [](void *) -> void * { return nullptr; }, nullptr) != 0) return -2;
-            }
-            for (int i = 0; i < 100; ++i) {
-                spin(100'000);
-                weft_yield();
-                if (batch >= 30 && i % 5 == 0) refused += weft_admit_new() == 0; // 200 arrivals in the last 100 ms
+    YieldingCompanion companion;
+    if (!companion.ok()) return -2;
+    for (int batch = 0; batch < 40; ++batch) { // 400 ms
+        for (int i = 0; i < 100; ++i) {
+            weft_thread_t t;
+            if (weft_thread_create(&t, &attr, [](void *) -> void * { return nullptr; }, nullptr) != 0) return -2;
+        }
+        for (int i = 0; i < 100; ++i) {
+            spin(100'000);
+            weft_yield();
+            if (batch >= 30 && i % 5 == 0) {
+                int r = arrive();
+                if (r < 0) return r;
+                refused += r;
             }
         }
     }
+    return refused;
+}
+
+int door_refusals_under_a_backlog(void *) {
+    int refused = refusals_under_a_backlog([] { return weft_admit_new() == 0 ? 1 : 0; });
+    if (refused < 0) return refused;
     weft_stats_t st;
     weft_stats_get(-1, &st);
     if (static_cast<uint64_t>(refused) != st.admissions_shed) return -3;
@@ -661,30 +673,12 @@ int kernel_door_under_a_backlog(void *) {
         return -100 - e;
     }
     if (weft_door_listen(lfd) != EBUSY) return -2;
-    weft_thread_attr_t attr;
-    weft_thread_attr_init(&attr);
-    attr.detached = 1;
-    int refused = 0;
-    {
-        YieldingCompanion companion;
-        if (!companion.ok()) return -2;
-        for (int batch = 0; batch < 40; ++batch) { // 400 ms, as above
-            for (int i = 0; i < 100; ++i) {
-                weft_thread_t t;
-                if (weft_thread_create(&t, &attr, [](void *) -> void * { return nullptr; }, nullptr) != 0) return -2;
-            }
-            for (int i = 0; i < 100; ++i) {
-                spin(100'000);
-                weft_yield();
-                if (batch >= 30 && i % 5 == 0) { // 200 arrivals in the last 100 ms
-                    int r = connects_refused(lfd, port, 1);
-                    if (r < 0) return -4;
-                    refused += r;
-                }
-            }
-        }
-    }
+    int refused = refusals_under_a_backlog([&] {
+        int r = connects_refused(lfd, port, 1);
+        return r < 0 ? -4 : r;
+    });
     close(lfd);
+    if (refused < 0) return refused;
     weft_stats_t st;
     weft_stats_get(-1, &st);
     if (static_cast<uint64_t>(refused) != st.door_refused) return -3;
