@@ -1108,7 +1108,7 @@ def parse_args(argv):
                     "against a CPU-capped server, and closed-loop wrk with up to 10,000 connections. Writes "
                     "overload.json, overload.run.json, overload.md and overload.png in --out-dir.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Full run: 5 loads x 2 servers x 2 reps of 10 s (open) + 4 connection counts x 2 x 2 of 5 s "
+        epilog="Full run: 5 loads x 3 servers x 2 reps of 10 s (open) + 4 connection counts x 2 x 2 of 5 s "
                "(closed), about 15 minutes here with the three default servers (longer while it waits for quiet CPUs); --quick about 4; --smoke "
                "about 15 s.\n"
                "Exit status: 0 when every point has a value, 1 otherwise (or a tool missing), 77 for --smoke "
@@ -1319,7 +1319,8 @@ def run(args, specs, tools, bins, ctx):
     for name in dict.fromkeys(r["server"] for r in runs):
         mine = [r for r in runs if r["server"] == name and r.get("mode") == "open"]
         spec = next((s for s in specs if s["name"] == name), {})
-        kernel = "--door" in spec.get("args", []) and "kernel" in spec.get("args", [])
+        argv = spec.get("args", [])
+        kernel = any(a == "--door" and b == "kernel" for a, b in zip(argv, argv[1:]))
         door = sum(((r.get("weft_stats") or {}).get("runtime") or {}).get("door_refused", 0) for r in mine)
         resets = sum((r.get("errors") or {}).get("connreset", 0) for r in mine)
         if kernel and mine and not door and resets:

@@ -115,8 +115,10 @@ int KernelDoor::attach(int fd) {
     a.map_flags = BPF_F_MMAPABLE;
     map_fd_ = static_cast<int>(sys_bpf(BPF_MAP_CREATE, &a));
     if (map_fd_ < 0) return errno == EINVAL ? EOPNOTSUPP : errno;
+    // (Mappable arrays came in Linux 5.5, before sk_lookup in 5.9.)
     void *m = mmap(nullptr, static_cast<size_t>(sysconf(_SC_PAGESIZE)), PROT_READ | PROT_WRITE, MAP_SHARED, map_fd_, 0);
-    if (m != MAP_FAILED) values_ = static_cast<volatile uint64_t *>(m); // else: set_share updates by system call
+    if (m == MAP_FAILED) return errno;
+    values_ = static_cast<volatile uint64_t *>(m);
 
     prog_fd_ = load_program(port_, map_fd_, nullptr, 0);
     if (prog_fd_ < 0) return errno == EINVAL ? EOPNOTSUPP : errno;
@@ -140,33 +142,11 @@ void KernelDoor::set_share(double p) {
     const auto t = static_cast<uint64_t>(std::ldexp(p, 32)); // 2^32 refuses every draw
     if (t == threshold_.load(std::memory_order_relaxed)) return;
     threshold_.store(t, std::memory_order_relaxed);
-    if (values_) {
-        values_[0] = t; // the program reads it at the next SYN
-        return;
-    }
-    bpf_attr a;
-    std::memset(&a, 0, sizeof a);
-    uint32_t k = 0;
-    DoorValue dv{t, refused()};
-    a.map_fd = static_cast<uint32_t>(map_fd_);
-    a.key = reinterpret_cast<uintptr_t>(&k);
-    a.value = reinterpret_cast<uintptr_t>(&dv);
-    sys_bpf(BPF_MAP_UPDATE_ELEM, &a); // (a refusal counted between the read and the write is lost)
+    values_[0] = t; // the program reads it at the next SYN
 }
 
 double KernelDoor::share() const { return std::ldexp(static_cast<double>(threshold_.load(std::memory_order_relaxed)), -32); }
 
-uint64_t KernelDoor::refused() const {
-    if (map_fd_ < 0) return 0;
-    if (values_) return values_[1];
-    bpf_attr a;
-    std::memset(&a, 0, sizeof a);
-    uint32_t k = 0;
-    DoorValue dv{};
-    a.map_fd = static_cast<uint32_t>(map_fd_);
-    a.key = reinterpret_cast<uintptr_t>(&k);
-    a.value = reinterpret_cast<uintptr_t>(&dv);
-    return sys_bpf(BPF_MAP_LOOKUP_ELEM, &a) == 0 ? dv.refused : 0;
-}
+uint64_t KernelDoor::refused() const { return values_ ? values_[1] : 0; }
 
 } // namespace weft::detail

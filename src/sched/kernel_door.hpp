@@ -38,7 +38,7 @@ public:
     // Attach to the listening TCP socket fd's port. 0, or an errno:
     // ENOTSOCK, EINVAL (not a listening TCP socket), EPERM (no CAP_BPF /
     // CAP_NET_ADMIN), EOPNOTSUPP (a kernel without sk_lookup, before 5.9),
-    // or what the bpf() call said.
+    // or what bpf() or mmap() said.
     int attach(int fd);
     // The share of new connections to refuse, 0..1; 0 opens the door.
     void set_share(double p);
