@@ -199,7 +199,7 @@ bench-knot: build
 # knot-resource (WEFT_POLICY=resource) with its door after accept and in the
 # kernel (--door kernel): open-loop httperf sessions against the server held
 # to a share of its CPU by a cgroup (root), and closed-loop wrk up to 10,000
-# connections (bench/web/overload.py; ~15 minutes, QUICK=1 ~4). First, what a
+# connections (bench/web/overload.py; ~30 minutes, QUICK=1 ~4). First, what a
 # refusal costs the server each way (bench/web/refusal_cost.cc, ~5 s).
 bench-overload: build
 	@scripts/deps.sh wrk httperf

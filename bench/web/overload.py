@@ -108,7 +108,7 @@ DEFAULT_SERVERS = ["knot-nb", "knot-resource", "knot-resource-kdoor"]
 MODES = ("open", "closed")
 PRESETS = {
     "full": {"factors": [0.5, 1, 1.5, 2, 3], "duration": 10, "connections": [100, 1000, 5000, 10000],
-             "wrk_duration": 5, "reps": 2},
+             "wrk_duration": 5, "reps": 5},
     "quick": {"factors": [0.5, 1.5, 3], "duration": 6, "connections": [100, 1000, 10000], "wrk_duration": 3,
               "reps": 1},
     "smoke": {"factors": [2], "duration": 2, "connections": [50], "wrk_duration": 1, "reps": 1},
@@ -1108,8 +1108,8 @@ def parse_args(argv):
                     "against a CPU-capped server, and closed-loop wrk with up to 10,000 connections. Writes "
                     "overload.json, overload.run.json, overload.md and overload.png in --out-dir.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Full run: 5 loads x 3 servers x 2 reps of 10 s (open) + 4 connection counts x 2 x 2 of 5 s "
-               "(closed), about 15 minutes here with the three default servers (longer while it waits for quiet CPUs); --quick about 4; --smoke "
+        epilog="Full run: 5 loads x 3 servers x 5 reps of 10 s (open) + 4 connection counts x 3 x 5 of 5 s "
+               "(closed), about 30 minutes here with the three default servers (longer while it waits for quiet CPUs); --quick about 4; --smoke "
                "about 15 s.\n"
                "Exit status: 0 when every point has a value, 1 otherwise (or a tool missing), 77 for --smoke "
                "without httperf/wrk, 130 when interrupted.")
@@ -1136,7 +1136,8 @@ def parse_args(argv):
                     "(default: no quota): with one wrk thread as the client the server is otherwise not the limit "
                     "at low connection counts; a quota makes it so (e.g. to compare configurations at saturation)")
     ap.add_argument("--wrk-duration", type=int, help="closed: seconds per point (default 5; --quick 3)")
-    ap.add_argument("--reps", type=int, help="repetitions per point (default 2; --quick 1)")
+    ap.add_argument("--reps", type=int, help="repetitions per point (default 5: a median of five outlasts one repetition the shared host "
+                         "slowed by a third; --quick 1)")
     ap.add_argument("--fileset", help="the file set (default $FILESET, else var/fileset; --smoke: "
                     "BUILD/bench-web/smoke-fileset)")
     ap.add_argument("--size-mb", type=float, help="file set size in MiB (default 64; --smoke 1 directory)")

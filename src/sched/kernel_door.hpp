@@ -18,7 +18,7 @@
 // map that weft maps into its memory, so that the policy changes it with a
 // store, not a system call. The same map counts the refusals.
 //
-// The program is written as BPF instructions here (18 of them): no compiler
+// The program is written as BPF instructions here (23 of them): no compiler
 // for BPF, no libbpf. The link holds the program attached for as long as
 // the descriptor is open; the kernel detaches it when the process ends.
 #pragma once
